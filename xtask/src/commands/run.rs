@@ -1,0 +1,14 @@
+//! `cargo xtask run [ARGS…]`: the main job, the quickstart experiment on real MNIST.
+
+use anyhow::Result;
+
+use crate::util::{cargo, run as run_cmd};
+
+pub fn run(args: &[String]) -> Result<()> {
+    super::setup::run()?;
+    run_cmd(
+        cargo()
+            .args(["run", "--release", "--quiet", "-p", "fl-cli", "--", "run", "experiments/quickstart.toml"])
+            .args(args),
+    )
+}

@@ -1,0 +1,83 @@
+//! `cargo xtask setup`: makes a fresh machine ready, idempotently.
+//!
+//! libtorch 2.11.0 comes from the PyPI wheel `torch==2.11.0` (it carries the CUDA libraries,
+//! so the same build runs on a GPU machine), installed with pip into the user cache outside the
+//! checkout, where every clone reuses it. `.libtorch` in the workspace links to it; cargo's
+//! `[env]` points `LIBTORCH` there unless the user set `LIBTORCH` themselves. MNIST is fetched
+//! into the data cache by the `fl` binary itself.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+use crate::util::{cargo, run as run_cmd, workspace_root};
+
+pub const TORCH_VERSION: &str = "2.11.0";
+
+pub fn run() -> Result<()> {
+    let libtorch = ensure_libtorch()?;
+    eprintln!("libtorch: {}", libtorch.display());
+    run_cmd(cargo().args(["run", "--release", "--quiet", "-p", "fl-cli", "--", "data", "fetch", "mnist"]))
+        .context("fetching MNIST")?;
+    Ok(())
+}
+
+/// The libtorch directory in use (with `lib/` and `include/`).
+fn ensure_libtorch() -> Result<PathBuf> {
+    if let Some(dir) = std::env::var_os("LIBTORCH") {
+        let dir = PathBuf::from(dir);
+        if !dir.join("lib").is_dir() {
+            bail!("LIBTORCH={} has no lib/ directory; unset it to let setup install libtorch", dir.display());
+        }
+        return Ok(dir);
+    }
+    let site = fl_build::cache_dir().join(format!("torch-{TORCH_VERSION}"));
+    let torch = site.join("torch");
+    if !site.join(".complete").exists() {
+        install_wheel(&site)?;
+    }
+    link(&torch, &workspace_root().join(".libtorch"))?;
+    Ok(torch)
+}
+
+fn install_wheel(site: &Path) -> Result<()> {
+    let partial = site.with_extension("partial");
+    if partial.exists() {
+        std::fs::remove_dir_all(&partial).with_context(|| format!("removing {}", partial.display()))?;
+    }
+    if site.exists() {
+        std::fs::remove_dir_all(site).with_context(|| format!("removing incomplete {}", site.display()))?;
+    }
+    std::fs::create_dir_all(site.parent().expect("cache dir")).context("creating the cache directory")?;
+    eprintln!("installing torch=={TORCH_VERSION} (libtorch and its CUDA libraries, ~4.6 GB) into {}", site.display());
+    let python = ["python3", "python"]
+        .into_iter()
+        .find(|p| Command::new(p).arg("--version").output().is_ok_and(|o| o.status.success()))
+        .context("no python3 found: libtorch is installed from the torch wheel with pip; install python3 and pip")?;
+    run_cmd(
+        Command::new(python)
+            .args(["-m", "pip", "install", "--quiet", "--no-cache-dir", "--disable-pip-version-check", "--target"])
+            .arg(&partial)
+            .arg(format!("torch=={TORCH_VERSION}")),
+    )
+    .context("installing the torch wheel with pip")?;
+    if !partial.join("torch/lib/libtorch_cpu.so").exists() {
+        bail!("the torch wheel installed into {} has no torch/lib/libtorch_cpu.so", partial.display());
+    }
+    std::fs::write(partial.join(".complete"), TORCH_VERSION)?;
+    std::fs::rename(&partial, site).with_context(|| format!("moving {} into place", partial.display()))?;
+    Ok(())
+}
+
+/// Points `link` at `target`, replacing a stale link.
+fn link(target: &Path, link: &Path) -> Result<()> {
+    if std::fs::read_link(link).is_ok_and(|t| t == target) {
+        return Ok(());
+    }
+    if link.symlink_metadata().is_ok() {
+        std::fs::remove_file(link).with_context(|| format!("removing stale {}", link.display()))?;
+    }
+    std::os::unix::fs::symlink(target, link)
+        .with_context(|| format!("linking {} to {}", link.display(), target.display()))
+}
