@@ -1,0 +1,65 @@
+//! Datasets as device-resident tensors, and the `Partitioner` trait.
+//!
+//! Samples live on the compute device once; a client's data is a tensor of indices into the
+//! shared training set, and a batch is an index selection, so no host round-trip happens
+//! inside training.
+
+use tch::{Device, Tensor};
+
+use crate::error::Result;
+use crate::rng::Rng;
+
+/// Inputs `x` (`[n, ...input_shape]`, float) and class labels `y` (`[n]`, int64).
+#[derive(Debug)]
+pub struct Dataset {
+    pub x: Tensor,
+    pub y: Tensor,
+}
+
+impl Dataset {
+    pub fn len(&self) -> usize {
+        self.y.size()[0] as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn to_device(&self, device: Device) -> Dataset {
+        Dataset { x: self.x.to_device(device), y: self.y.to_device(device) }
+    }
+
+    pub fn shallow_clone(&self) -> Dataset {
+        Dataset { x: self.x.shallow_clone(), y: self.y.shallow_clone() }
+    }
+
+    /// Labels on the host (used once, by partitioners).
+    pub fn labels(&self) -> Vec<i64> {
+        Vec::<i64>::try_from(&self.y.to_device(Device::Cpu)).expect("labels are int64")
+    }
+}
+
+/// What a model needs to know about its inputs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DataSpec {
+    /// Shape of one sample, e.g. `[1, 28, 28]`.
+    pub input_shape: Vec<i64>,
+    pub classes: i64,
+}
+
+/// A dataset as loaded: train and test splits, and the clients' own split where the data is
+/// naturally federated (FedProx's Synthetic, LEAF-style data).
+#[derive(Debug)]
+pub struct FederatedData {
+    pub train: Dataset,
+    pub test: Dataset,
+    pub spec: DataSpec,
+    pub natural_partition: Option<Vec<Vec<i64>>>,
+}
+
+/// Splits training samples among clients.
+pub trait Partitioner: Send {
+    /// Returns, for each of `clients`, the indices of its samples. Every index in
+    /// `0..labels.len()` appears in exactly one client's list.
+    fn partition(&self, labels: &[i64], classes: i64, clients: usize, rng: &mut Rng) -> Result<Vec<Vec<i64>>>;
+}

@@ -1,0 +1,544 @@
+//! The discrete-event simulation engine.
+//!
+//! Virtual time advances from event to event (arrivals, timers, evaluations) in (time,
+//! sequence) order. Compute is decoupled from the clock: when a client is dispatched its inputs
+//! are fixed, so its training starts at once on the worker pool, concurrently with other jobs;
+//! its result is *committed* when the virtual clock reaches its arrival time. Every random draw
+//! comes from a stream derived from the run seed, so the same configuration and seed give the
+//! same metrics whatever the number of workers.
+
+mod eval;
+mod pool;
+mod record;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use tch::{Device, Tensor};
+
+pub use eval::evaluate;
+pub use pool::{JobHandle, WorkerPool};
+pub use record::{EvalConfig, EvalRecord, Observer, RunLimits, Summary};
+
+use crate::aggregator::{AggregateCtx, Aggregator, Staleness};
+use crate::clock::{EventQueue, Tick, seconds, ticks};
+use crate::data::Dataset;
+use crate::error::{Error, Result};
+use crate::mask::Mask;
+use crate::mask_policy::{MaskCtx, MaskPolicy};
+use crate::model::Model;
+use crate::params::ParamSet;
+use crate::profile::{DeviceProfile, DevicesConfig, JobCost, train_flops};
+use crate::rng::{self, Rng, TensorNoise, tag};
+use crate::scheduler::Scheduler;
+use crate::staleness::{StalenessCtx, StalenessFn};
+use crate::trainer::{LocalTrainer, TrainJob};
+use crate::update::ClientUpdate;
+
+/// Bytes per transferred parameter (float32).
+pub const BYTES_PER_PARAM: f64 = 4.0;
+
+/// Everything a simulation is built from.
+pub struct Setup {
+    pub model: Arc<dyn Model>,
+    pub trainer: Arc<dyn LocalTrainer>,
+    pub scheduler: Box<dyn Scheduler>,
+    pub aggregator: Box<dyn Aggregator>,
+    pub mask_policy: Box<dyn MaskPolicy>,
+    pub staleness: Box<dyn StalenessFn>,
+    /// Training and test sets, already on `device`.
+    pub train: Dataset,
+    pub test: Dataset,
+    /// Each client's sample indices into `train`.
+    pub partition: Vec<Vec<i64>>,
+    pub devices: DevicesConfig,
+    pub eval: EvalConfig,
+    pub limits: RunLimits,
+    pub seed: u64,
+    pub device: Device,
+    pub workers: usize,
+}
+
+enum Event {
+    Arrival(u64),
+    Timer(u64),
+    Eval,
+}
+
+struct InFlight {
+    client: usize,
+    base_version: u64,
+    base: ParamSet,
+    mask: Mask,
+    dispatched_at: Tick,
+    up_bytes: f64,
+    handle: JobHandle<Result<JobOutput>>,
+}
+
+struct JobOutput {
+    delta: ParamSet,
+    mean_loss: f64,
+}
+
+struct Client {
+    profile: DeviceProfile,
+    indices: Tensor,
+    samples: usize,
+    busy: bool,
+}
+
+/// Counters accumulated between two evaluations.
+#[derive(Default)]
+struct Window {
+    train_loss_sum: f64,
+    updates: u64,
+    staleness_sum: u64,
+    staleness_max: u64,
+}
+
+/// The simulation state the scheduler acts on.
+pub(crate) struct World {
+    model: Arc<dyn Model>,
+    trainer: Arc<dyn LocalTrainer>,
+    aggregator: Box<dyn Aggregator>,
+    mask_policy: Box<dyn MaskPolicy>,
+    staleness: Box<dyn StalenessFn>,
+    train: Dataset,
+    test: Dataset,
+    clients: Vec<Client>,
+    devices: DevicesConfig,
+    eval: EvalConfig,
+    limits: RunLimits,
+    seed: u64,
+    shapes: Vec<Vec<i64>>,
+    pool: WorkerPool,
+    sched_rng: Rng,
+    mask_rng: Rng,
+    now: Tick,
+    version: u64,
+    global: ParamSet,
+    queue: EventQueue<Event>,
+    in_flight: BTreeMap<u64, InFlight>,
+    pending: Vec<ClientUpdate>,
+    jobs: u64,
+    updates_aggregated: u64,
+    bytes_up: f64,
+    bytes_down: f64,
+    window: Window,
+    staleness_histogram: BTreeMap<u64, u64>,
+    last_eval_version: Option<u64>,
+    stopped: bool,
+    records: Vec<EvalRecord>,
+}
+
+/// The scheduler's handle on the simulation: queries and immediate actions.
+pub struct SchedCtx<'a> {
+    world: &'a mut World,
+    observer: &'a mut dyn Observer,
+}
+
+impl SchedCtx<'_> {
+    pub fn now(&self) -> Tick {
+        self.world.now
+    }
+
+    pub fn now_s(&self) -> f64 {
+        seconds(self.world.now)
+    }
+
+    /// Current global model version (number of aggregations so far).
+    pub fn version(&self) -> u64 {
+        self.world.version
+    }
+
+    pub fn num_clients(&self) -> usize {
+        self.world.clients.len()
+    }
+
+    pub fn is_busy(&self, client: usize) -> bool {
+        self.world.clients[client].busy
+    }
+
+    /// Clients not training right now, in id order.
+    pub fn idle_clients(&self) -> Vec<usize> {
+        (0..self.world.clients.len()).filter(|&c| !self.world.clients[c].busy).collect()
+    }
+
+    pub fn in_flight(&self) -> usize {
+        self.world.in_flight.len()
+    }
+
+    /// Updates that arrived and were not aggregated yet: (client, base version).
+    pub fn pending(&self) -> Vec<(usize, u64)> {
+        self.world.pending.iter().map(|u| (u.client, u.base_version)).collect()
+    }
+
+    pub fn pending_len(&self) -> usize {
+        self.world.pending.len()
+    }
+
+    pub fn profile(&self, client: usize) -> &DeviceProfile {
+        &self.world.clients[client].profile
+    }
+
+    pub fn samples(&self, client: usize) -> usize {
+        self.world.clients[client].samples
+    }
+
+    pub fn global(&self) -> &ParamSet {
+        &self.world.global
+    }
+
+    /// The scheduler's own random stream.
+    pub fn rng(&mut self) -> &mut Rng {
+        &mut self.world.sched_rng
+    }
+
+    /// Starts a job for an idle client with the current global model.
+    pub fn dispatch(&mut self, client: usize) -> Result<()> {
+        self.world.dispatch(client)
+    }
+
+    /// Merges every pending update into the global model (no-op without pending updates).
+    pub fn aggregate(&mut self) -> Result<()> {
+        self.world.aggregate(self.observer)
+    }
+
+    /// Calls `on_timer(tag)` at virtual time `at` (not before now).
+    pub fn set_timer(&mut self, at: Tick, tag: u64) {
+        let at = at.max(self.world.now);
+        self.world.queue.push(at, Event::Timer(tag));
+    }
+
+    /// Ends the run after the current event.
+    pub fn stop(&mut self) {
+        self.world.stopped = true;
+    }
+}
+
+/// A configured run, ready to start.
+pub struct Simulation {
+    scheduler: Box<dyn Scheduler>,
+    world: World,
+}
+
+impl Simulation {
+    pub fn new(setup: Setup) -> Result<Self> {
+        let Setup {
+            model,
+            trainer,
+            scheduler,
+            aggregator,
+            mask_policy,
+            staleness,
+            train,
+            test,
+            partition,
+            devices,
+            eval,
+            limits,
+            seed,
+            device,
+            workers,
+        } = setup;
+        if partition.is_empty() {
+            return Err(Error::invalid("simulation: no clients"));
+        }
+        if let Some(c) = partition.iter().position(Vec::is_empty) {
+            return Err(Error::invalid(format!("simulation: client {c} has no training samples")));
+        }
+        let profiles = devices.draw(partition.len(), &mut rng::stream(seed, &[tag::PROFILES]))?;
+        let clients = partition
+            .iter()
+            .zip(profiles)
+            .map(|(idx, profile)| Client {
+                profile,
+                indices: Tensor::from_slice(idx).to_device(device),
+                samples: idx.len(),
+                busy: false,
+            })
+            .collect();
+        let global = model.init(&mut rng::stream(seed, &[tag::MODEL_INIT])).to_device(device);
+        let shapes = model.structure().shapes();
+        if global.shapes() != shapes {
+            return Err(Error::invalid("model init: parameter shapes differ from the model's structure"));
+        }
+        let world = World {
+            model,
+            trainer,
+            aggregator,
+            mask_policy,
+            staleness,
+            train,
+            test,
+            clients,
+            devices,
+            eval,
+            limits,
+            seed,
+            shapes,
+            pool: WorkerPool::new(workers),
+            sched_rng: rng::stream(seed, &[tag::SCHEDULER]),
+            mask_rng: rng::stream(seed, &[tag::MASK]),
+            now: 0,
+            version: 0,
+            global,
+            queue: EventQueue::default(),
+            in_flight: BTreeMap::new(),
+            pending: Vec::new(),
+            jobs: 0,
+            updates_aggregated: 0,
+            bytes_up: 0.0,
+            bytes_down: 0.0,
+            window: Window::default(),
+            staleness_histogram: BTreeMap::new(),
+            last_eval_version: None,
+            stopped: false,
+            records: Vec::new(),
+        };
+        Ok(Simulation { scheduler, world })
+    }
+
+    pub fn planned_aggregations(&self) -> Option<u64> {
+        match (self.scheduler.planned_aggregations(), self.world.limits.max_aggregations) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    pub fn global(&self) -> &ParamSet {
+        &self.world.global
+    }
+
+    pub fn version(&self) -> u64 {
+        self.world.version
+    }
+
+    /// Runs to the end, reporting each evaluation to `observer`.
+    pub fn run(&mut self, observer: &mut dyn Observer) -> Result<Summary> {
+        tch::set_num_threads(1);
+        let w = &mut self.world;
+        if let Some(every) = w.eval.every_virtual_s {
+            w.queue.push(ticks(every), Event::Eval);
+        }
+        w.evaluate(observer)?;
+        self.scheduler.on_start(&mut SchedCtx { world: &mut self.world, observer })?;
+        while !self.world.stopped {
+            let Some((at, event)) = self.world.queue.pop() else { break };
+            if let Some(limit) = self.world.limits.max_virtual_time_s.map(ticks) {
+                if at > limit {
+                    self.world.now = limit;
+                    break;
+                }
+            }
+            self.world.now = at;
+            match event {
+                Event::Arrival(job) => {
+                    let client = self.world.commit(job)?;
+                    self.scheduler.on_arrival(&mut SchedCtx { world: &mut self.world, observer }, client)?;
+                }
+                Event::Timer(tag) => {
+                    self.scheduler.on_timer(&mut SchedCtx { world: &mut self.world, observer }, tag)?;
+                }
+                Event::Eval => {
+                    let w = &mut self.world;
+                    w.evaluate(observer)?;
+                    let every = w.eval.every_virtual_s.expect("eval events need a cadence");
+                    w.queue.push(at + ticks(every), Event::Eval);
+                }
+            }
+        }
+        let w = &mut self.world;
+        if w.last_eval_version != Some(w.version) {
+            w.evaluate(observer)?;
+        }
+        Ok(w.summary())
+    }
+}
+
+impl World {
+    fn dispatch(&mut self, client: usize) -> Result<()> {
+        let Some(c) = self.clients.get(client) else {
+            return Err(Error::invalid(format!("dispatch: no client {client} (have {})", self.clients.len())));
+        };
+        if c.busy {
+            return Err(Error::invalid(format!("dispatch: client {client} is already training")));
+        }
+        let mask = self.mask_policy.mask(&mut MaskCtx {
+            client,
+            profile: &c.profile,
+            version: self.version,
+            structure: self.model.structure(),
+            global: &self.global,
+            rng: &mut self.mask_rng,
+        })?;
+        if let Mask::Structured(s) = &mask {
+            s.validate(&self.shapes)?;
+        }
+        let job = self.jobs;
+        self.jobs += 1;
+        let mut job_rng = rng::stream(self.seed, &[tag::JOB, client as u64, job]);
+        let kept = mask.kept_per_tensor(&self.shapes);
+        let bytes = kept.iter().sum::<i64>() as f64 * BYTES_PER_PARAM;
+        let cost = JobCost {
+            down_bytes: bytes,
+            train_flops: train_flops(self.forward_flops(&mask, &kept), self.trainer.sample_passes(c.samples)),
+            up_bytes: bytes,
+        };
+        let duration = c.profile.duration_s(&cost) * self.devices.jitter_factor(&mut job_rng);
+        let noise = TensorNoise::new(rng::derive_seed(self.seed, &[tag::JOB, client as u64, job, 1]));
+
+        let start = mask.extract(&self.global);
+        let grad_mask = match &mask {
+            Mask::Elementwise(ms) => Some(ms.iter().map(|m| m.as_ref().map(Tensor::shallow_clone)).collect()),
+            _ => None,
+        };
+        let scatter_mask = mask.shallow_clone();
+        let (model, trainer) = (Arc::clone(&self.model), Arc::clone(&self.trainer));
+        let (data, indices, shapes) = (self.train.shallow_clone(), c.indices.shallow_clone(), self.shapes.clone());
+        let handle = self.pool.submit(move || -> Result<JobOutput> {
+            let reference = start.shallow_clone();
+            let out = trainer.train(TrainJob {
+                model: &*model,
+                params: start,
+                grad_mask,
+                data: &data,
+                indices: &indices,
+                rng: job_rng,
+                noise,
+            })?;
+            let delta = scatter_mask.scatter(&out.params.sub(&reference), &shapes);
+            Ok(JobOutput { delta, mean_loss: out.mean_loss })
+        });
+        self.in_flight.insert(
+            job,
+            InFlight {
+                client,
+                base_version: self.version,
+                base: self.global.shallow_clone(),
+                mask,
+                dispatched_at: self.now,
+                up_bytes: cost.up_bytes,
+                handle,
+            },
+        );
+        self.bytes_down += cost.down_bytes;
+        self.clients[client].busy = true;
+        self.queue.push(self.now + ticks(duration), Event::Arrival(job));
+        Ok(())
+    }
+
+    /// Forward FLOPs per sample under `mask`: the sub-model's for structured masks, each
+    /// tensor's share scaled by its kept density for elementwise masks.
+    fn forward_flops(&self, mask: &Mask, kept: &[i64]) -> f64 {
+        match mask {
+            Mask::Elementwise(_) => self
+                .model
+                .flops_per_tensor(&self.shapes)
+                .iter()
+                .zip(kept.iter().zip(&self.shapes))
+                .map(|(f, (k, s))| f * *k as f64 / s.iter().product::<i64>() as f64)
+                .sum(),
+            _ => self.model.forward_flops(&mask.sub_shapes(&self.shapes)),
+        }
+    }
+
+    /// Waits for a job's result and makes it a pending update; returns its client.
+    fn commit(&mut self, job: u64) -> Result<usize> {
+        let f = self.in_flight.remove(&job).expect("every arrival has an in-flight job");
+        let out = f.handle.wait().map_err(|e| Error::invalid(format!("job {job} of client {}: {e}", f.client)))??;
+        self.clients[f.client].busy = false;
+        self.bytes_up += f.up_bytes;
+        self.pending.push(ClientUpdate {
+            client: f.client,
+            job,
+            base_version: f.base_version,
+            base: f.base,
+            mask: f.mask,
+            delta: out.delta,
+            samples: self.clients[f.client].samples,
+            train_loss: out.mean_loss,
+            dispatched_at: f.dispatched_at,
+            arrived_at: self.now,
+        });
+        Ok(f.client)
+    }
+
+    fn aggregate(&mut self, observer: &mut dyn Observer) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let updates = std::mem::take(&mut self.pending);
+        let staleness: Vec<Staleness> = updates
+            .iter()
+            .map(|u| {
+                let versions = self.version - u.base_version;
+                let secs = seconds(u.arrived_at - u.dispatched_at);
+                let weight =
+                    self.staleness.weight(&StalenessCtx { versions, seconds: secs, update: u, global: &self.global });
+                Staleness { versions, seconds: secs, weight }
+            })
+            .collect();
+        let next = self.aggregator.aggregate(
+            &self.global,
+            &updates,
+            &AggregateCtx { version: self.version, now: self.now, staleness: &staleness },
+        )?;
+        if next.shapes() != self.shapes {
+            return Err(Error::invalid("aggregator returned parameters of the wrong shapes"));
+        }
+        self.global = next;
+        self.version += 1;
+        self.updates_aggregated += updates.len() as u64;
+        for (u, s) in updates.iter().zip(&staleness) {
+            self.window.train_loss_sum += u.train_loss;
+            self.window.updates += 1;
+            self.window.staleness_sum += s.versions;
+            self.window.staleness_max = self.window.staleness_max.max(s.versions);
+            *self.staleness_histogram.entry(s.versions).or_default() += 1;
+        }
+        if self.eval.every_aggregations.is_some_and(|k| k > 0 && self.version.is_multiple_of(k)) {
+            self.evaluate(observer)?;
+        }
+        if self.limits.max_aggregations.is_some_and(|m| self.version >= m) {
+            self.stopped = true;
+        }
+        Ok(())
+    }
+
+    fn evaluate(&mut self, observer: &mut dyn Observer) -> Result<()> {
+        let (accuracy, loss) = evaluate(&*self.model, &self.global, &self.test, self.eval.batch_size);
+        let w = std::mem::take(&mut self.window);
+        let per_update = |x: f64| if w.updates == 0 { f64::NAN } else { x / w.updates as f64 };
+        let record = EvalRecord {
+            virtual_time_s: seconds(self.now),
+            version: self.version,
+            updates: self.updates_aggregated,
+            accuracy,
+            loss,
+            train_loss: per_update(w.train_loss_sum),
+            mean_staleness: per_update(w.staleness_sum as f64),
+            max_staleness: w.staleness_max,
+            bytes_up: self.bytes_up,
+            bytes_down: self.bytes_down,
+        };
+        self.last_eval_version = Some(self.version);
+        observer.on_eval(&record, &self.aggregator.diagnostics())?;
+        self.records.push(record);
+        if self.limits.stop_at_accuracy.is_some_and(|a| accuracy >= a) {
+            self.stopped = true;
+        }
+        Ok(())
+    }
+
+    fn summary(&self) -> Summary {
+        Summary::from_records(
+            &self.records,
+            seconds(self.now),
+            self.version,
+            self.updates_aggregated,
+            &self.staleness_histogram,
+            self.limits.target_accuracy,
+        )
+    }
+}

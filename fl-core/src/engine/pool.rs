@@ -1,0 +1,98 @@
+//! A fixed pool of worker threads running client jobs concurrently.
+//!
+//! Each worker pins libtorch's intra-op parallelism to one thread: jobs, not ops, are the
+//! unit of parallelism, and a fixed thread count keeps CPU results bit-identical whatever the
+//! number of workers.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+type Task = Box<dyn FnOnce() + Send>;
+
+pub struct WorkerPool {
+    sender: Option<Sender<Task>>,
+    /// Set when the pool is dropped: queued jobs whose results nobody waits for are skipped.
+    cancelled: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+/// The eventual result of a submitted job.
+pub struct JobHandle<T> {
+    receiver: Receiver<std::thread::Result<T>>,
+}
+
+impl<T> JobHandle<T> {
+    /// Blocks until the job finishes; a panic inside the job comes back as `Err(message)`.
+    pub fn wait(self) -> Result<T, String> {
+        match self.receiver.recv() {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(panic)) => Err(panic_message(&panic)),
+            Err(_) => Err("worker thread ended without a result".into()),
+        }
+    }
+}
+
+fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "job panicked".into())
+}
+
+impl WorkerPool {
+    pub fn new(workers: usize) -> Self {
+        let (sender, receiver) = mpsc::channel::<Task>();
+        let receiver = Arc::new(Mutex::new(receiver));
+        let threads = (0..workers.max(1))
+            .map(|i| {
+                let receiver = Arc::clone(&receiver);
+                std::thread::Builder::new()
+                    .name(format!("fl-worker-{i}"))
+                    .spawn(move || {
+                        tch::set_num_threads(1);
+                        loop {
+                            let task = match receiver.lock() {
+                                Ok(r) => r.recv(),
+                                Err(_) => return,
+                            };
+                            match task {
+                                Ok(task) => task(),
+                                Err(_) => return,
+                            }
+                        }
+                    })
+                    .expect("spawn worker thread")
+            })
+            .collect();
+        WorkerPool { sender: Some(sender), cancelled: Arc::new(AtomicBool::new(false)), threads }
+    }
+
+    pub fn workers(&self) -> usize {
+        self.threads.len()
+    }
+
+    pub fn submit<T: Send + 'static>(&self, job: impl FnOnce() -> T + Send + 'static) -> JobHandle<T> {
+        let (tx, rx) = mpsc::channel();
+        let cancelled = Arc::clone(&self.cancelled);
+        let task: Task = Box::new(move || {
+            if !cancelled.load(Ordering::Relaxed) {
+                let _ = tx.send(catch_unwind(AssertUnwindSafe(job)));
+            }
+        });
+        self.sender.as_ref().expect("pool is open").send(task).expect("workers are alive");
+        JobHandle { receiver: rx }
+    }
+}
+
+impl Drop for WorkerPool {
+    fn drop(&mut self) {
+        self.cancelled.store(true, Ordering::Relaxed);
+        self.sender.take();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}

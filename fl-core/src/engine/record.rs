@@ -1,0 +1,162 @@
+//! What a run reports: evaluation records, the run summary, and the observer that receives
+//! records as they are produced (so nothing is lost if a run fails part-way).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Result;
+
+/// The `[eval]` section: when and how the global model is evaluated.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EvalConfig {
+    /// Evaluate after every k-th aggregation (0 or absent: never by count).
+    pub every_aggregations: Option<u64>,
+    /// Evaluate every Δ virtual seconds.
+    pub every_virtual_s: Option<f64>,
+    pub batch_size: usize,
+}
+
+impl Default for EvalConfig {
+    fn default() -> Self {
+        EvalConfig { every_aggregations: Some(1), every_virtual_s: None, batch_size: 1000 }
+    }
+}
+
+impl EvalConfig {
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        if self.batch_size == 0 {
+            return Err("batch_size: expected at least 1".into());
+        }
+        if self.every_virtual_s.is_some_and(|d| !(d > 0.0)) {
+            return Err("every_virtual_s: expected a positive number of seconds".into());
+        }
+        Ok(())
+    }
+}
+
+/// The `[run]` section: when a run ends regardless of the scheduler.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RunLimits {
+    pub max_aggregations: Option<u64>,
+    pub max_virtual_time_s: Option<f64>,
+    /// Stop as soon as an evaluation reaches this accuracy.
+    pub stop_at_accuracy: Option<f64>,
+    /// Report the virtual time at which this accuracy is first reached.
+    pub target_accuracy: Option<f64>,
+}
+
+impl RunLimits {
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        if self.max_virtual_time_s.is_some_and(|t| !(t > 0.0)) {
+            return Err("max_virtual_time_s: expected a positive number of seconds".into());
+        }
+        Ok(())
+    }
+}
+
+/// One evaluation of the global model. Every field is a deterministic function of the
+/// configuration and seed (host timings are reported separately).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EvalRecord {
+    pub virtual_time_s: f64,
+    pub version: u64,
+    /// Client updates aggregated so far.
+    pub updates: u64,
+    pub accuracy: f64,
+    pub loss: f64,
+    /// Mean local training loss of the updates aggregated since the previous evaluation.
+    pub train_loss: f64,
+    /// Mean and max staleness (versions) of those updates.
+    pub mean_staleness: f64,
+    pub max_staleness: u64,
+    pub bytes_up: f64,
+    pub bytes_down: f64,
+}
+
+impl EvalRecord {
+    pub const CSV_HEADER: &'static str =
+        "virtual_time_s,version,updates,accuracy,loss,train_loss,mean_staleness,max_staleness,bytes_up,bytes_down";
+
+    pub fn csv_row(&self) -> String {
+        format!(
+            "{},{},{},{},{},{},{},{},{},{}",
+            self.virtual_time_s,
+            self.version,
+            self.updates,
+            self.accuracy,
+            self.loss,
+            self.train_loss,
+            self.mean_staleness,
+            self.max_staleness,
+            self.bytes_up,
+            self.bytes_down
+        )
+    }
+}
+
+/// Receives evaluation records as they happen.
+pub trait Observer {
+    /// `diagnostics` are the aggregator's scalar diagnostics at that moment.
+    fn on_eval(&mut self, record: &EvalRecord, diagnostics: &[(String, f64)]) -> Result<()>;
+}
+
+/// Discards records (tests that only need the summary).
+impl Observer for () {
+    fn on_eval(&mut self, _: &EvalRecord, _: &[(String, f64)]) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Keeps records in memory.
+impl Observer for Vec<EvalRecord> {
+    fn on_eval(&mut self, record: &EvalRecord, _: &[(String, f64)]) -> Result<()> {
+        self.push(record.clone());
+        Ok(())
+    }
+}
+
+/// The end-of-run summary (`summary.json` adds host timings to it).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Summary {
+    pub final_accuracy: f64,
+    pub best_accuracy: f64,
+    pub final_loss: f64,
+    pub virtual_time_s: f64,
+    pub aggregations: u64,
+    pub updates: u64,
+    pub evaluations: usize,
+    pub target_accuracy: Option<f64>,
+    /// Virtual seconds until `target_accuracy` was first reached.
+    pub time_to_target_s: Option<f64>,
+    /// Aggregated updates by staleness (versions).
+    pub staleness_histogram: BTreeMap<u64, u64>,
+}
+
+impl Summary {
+    pub fn from_records(
+        records: &[EvalRecord],
+        virtual_time_s: f64,
+        aggregations: u64,
+        updates: u64,
+        staleness_histogram: &BTreeMap<u64, u64>,
+        target_accuracy: Option<f64>,
+    ) -> Self {
+        let last = records.last();
+        Summary {
+            final_accuracy: last.map_or(f64::NAN, |r| r.accuracy),
+            best_accuracy: records.iter().map(|r| r.accuracy).fold(f64::NAN, f64::max),
+            final_loss: last.map_or(f64::NAN, |r| r.loss),
+            virtual_time_s,
+            aggregations,
+            updates,
+            evaluations: records.len(),
+            target_accuracy,
+            time_to_target_s: target_accuracy
+                .and_then(|t| records.iter().find(|r| r.accuracy >= t).map(|r| r.virtual_time_s)),
+            staleness_histogram: staleness_histogram.clone(),
+        }
+    }
+}

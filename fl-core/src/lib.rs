@@ -1,0 +1,47 @@
+//! `fl-core`: the vocabulary of federated learning on tensors, the component traits, the
+//! registry, experiment configuration and the virtual-clock simulation engine.
+//!
+//! Plugins depend on this crate and register components with `inventory`; this crate never
+//! depends on a plugin.
+
+pub mod aggregator;
+mod builtin;
+pub mod clock;
+pub mod config;
+pub mod data;
+pub mod engine;
+pub mod error;
+pub mod mask;
+pub mod mask_policy;
+pub mod model;
+pub mod params;
+pub mod profile;
+pub mod registry;
+pub mod rng;
+pub mod scheduler;
+pub mod staleness;
+pub mod structure;
+pub mod trainer;
+pub mod update;
+
+pub use aggregator::{AggregateCtx, Aggregator, Staleness};
+pub use config::{Experiment, RunOptions};
+pub use data::{DataSpec, Dataset, FederatedData, Partitioner};
+pub use engine::{EvalRecord, Observer, SchedCtx, Simulation, Summary};
+pub use error::{Error, Result};
+pub use mask::{Coverage, Mask, StructuredMask};
+pub use mask_policy::{MaskCtx, MaskPolicy};
+pub use model::{Mode, Model};
+pub use params::ParamSet;
+pub use profile::DeviceProfile;
+pub use registry::{Builder, Component, Kind, Method, Params, Registry};
+pub use scheduler::Scheduler;
+pub use staleness::{StalenessCtx, StalenessFn};
+pub use structure::{Structure, TensorSpec, UnitGroup, UnitMember};
+pub use trainer::{LocalTrainer, TrainJob, TrainOutcome};
+pub use update::ClientUpdate;
+
+// Re-exported so plugins register with the same `inventory` and tensors as the core.
+pub use inventory;
+pub use tch;
+pub use toml;

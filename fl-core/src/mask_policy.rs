@@ -1,0 +1,33 @@
+//! `MaskPolicy`: which part of the model a client trains in a job.
+
+use crate::error::Result;
+use crate::mask::Mask;
+use crate::params::ParamSet;
+use crate::profile::DeviceProfile;
+use crate::rng::Rng;
+use crate::structure::Structure;
+
+pub struct MaskCtx<'a> {
+    pub client: usize,
+    pub profile: &'a DeviceProfile,
+    /// Global model version the job starts from.
+    pub version: u64,
+    pub structure: &'a Structure,
+    pub global: &'a ParamSet,
+    /// The mask policy's own stream.
+    pub rng: &'a mut Rng,
+}
+
+pub trait MaskPolicy: Send {
+    fn mask(&mut self, ctx: &mut MaskCtx) -> Result<Mask>;
+}
+
+/// Every client trains the whole model.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct FullModel;
+
+impl MaskPolicy for FullModel {
+    fn mask(&mut self, _: &mut MaskCtx) -> Result<Mask> {
+        Ok(Mask::Full)
+    }
+}

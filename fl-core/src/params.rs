@@ -1,0 +1,170 @@
+//! `ParamSet`: a model state as an ordered list of named tensors.
+//!
+//! The global model, a client's copy, an update (delta) and an aggregator's memory are all
+//! ParamSets. Arithmetic returns new tensors: a global model version is never mutated in
+//! place, so snapshots handed to in-flight jobs can share storage with it (`shallow_clone`).
+
+use tch::{Device, Kind, Tensor};
+
+use crate::error::{Error, Result};
+
+#[derive(Debug)]
+pub struct ParamSet {
+    names: Vec<String>,
+    tensors: Vec<Tensor>,
+}
+
+impl ParamSet {
+    pub fn new(names: Vec<String>, tensors: Vec<Tensor>) -> Result<Self> {
+        if names.len() != tensors.len() {
+            return Err(Error::invalid(format!("ParamSet::new: {} names for {} tensors", names.len(), tensors.len())));
+        }
+        Ok(ParamSet { names, tensors })
+    }
+
+    pub fn len(&self) -> usize {
+        self.tensors.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tensors.is_empty()
+    }
+
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    pub fn tensors(&self) -> &[Tensor] {
+        &self.tensors
+    }
+
+    pub fn into_tensors(self) -> Vec<Tensor> {
+        self.tensors
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Tensor> {
+        self.names.iter().position(|n| n == name).map(|i| &self.tensors[i])
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Tensor)> {
+        self.names.iter().map(String::as_str).zip(&self.tensors)
+    }
+
+    pub fn shapes(&self) -> Vec<Vec<i64>> {
+        self.tensors.iter().map(Tensor::size).collect()
+    }
+
+    /// Total number of scalar parameters.
+    pub fn numel(&self) -> usize {
+        self.tensors.iter().map(Tensor::numel).sum()
+    }
+
+    /// A new handle on the same storage (cheap; safe because versions are immutable).
+    pub fn shallow_clone(&self) -> Self {
+        self.map(Tensor::shallow_clone)
+    }
+
+    /// An independent copy, detached from any autograd graph.
+    pub fn deep_clone(&self) -> Self {
+        self.map(|t| t.detach().copy())
+    }
+
+    pub fn zeros_like(&self) -> Self {
+        self.map(Tensor::zeros_like)
+    }
+
+    pub fn to_device(&self, device: Device) -> Self {
+        self.map(|t| t.to_device(device))
+    }
+
+    pub fn to_kind(&self, kind: Kind) -> Self {
+        self.map(|t| t.to_kind(kind))
+    }
+
+    /// Applies `f` to each tensor, keeping the names.
+    pub fn map(&self, f: impl FnMut(&Tensor) -> Tensor) -> Self {
+        ParamSet { names: self.names.clone(), tensors: self.tensors.iter().map(f).collect() }
+    }
+
+    /// Applies `f` to matching tensors of `self` and `other`; the names must agree.
+    pub fn zip_map(&self, other: &ParamSet, mut f: impl FnMut(&Tensor, &Tensor) -> Tensor) -> Self {
+        assert_eq!(self.names, other.names, "ParamSet::zip_map: parameter names differ");
+        let tensors = self.tensors.iter().zip(&other.tensors).map(|(a, b)| f(a, b)).collect();
+        ParamSet { names: self.names.clone(), tensors }
+    }
+
+    /// `self - other`.
+    pub fn sub(&self, other: &ParamSet) -> Self {
+        self.zip_map(other, |a, b| a - b)
+    }
+
+    /// `self + other`.
+    pub fn add(&self, other: &ParamSet) -> Self {
+        self.zip_map(other, |a, b| a + b)
+    }
+
+    /// `self + alpha * other`.
+    pub fn add_scaled(&self, other: &ParamSet, alpha: f64) -> Self {
+        self.zip_map(other, |a, b| a + b * alpha)
+    }
+
+    /// `alpha * self`.
+    pub fn scale(&self, alpha: f64) -> Self {
+        self.map(|t| t * alpha)
+    }
+
+    /// `(1 - alpha) * self + alpha * other`.
+    pub fn lerp(&self, other: &ParamSet, alpha: f64) -> Self {
+        self.zip_map(other, |a, b| a * (1.0 - alpha) + b * alpha)
+    }
+
+    /// Squared L2 norm of all parameters, as a 0-d tensor on the parameters' device.
+    pub fn norm_sq(&self) -> Tensor {
+        self.tensors
+            .iter()
+            .map(|t| t.square().sum(Kind::Float))
+            .reduce(|a, b| a + b)
+            .unwrap_or_else(|| Tensor::zeros([], (Kind::Float, Device::Cpu)))
+    }
+
+    /// Whether every tensor of both sets is exactly equal (same names, shapes and values).
+    pub fn equal(&self, other: &ParamSet) -> bool {
+        self.names == other.names
+            && self.tensors.iter().zip(&other.tensors).all(|(a, b)| a.size() == b.size() && a.equal(b))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(values: &[&[f32]]) -> ParamSet {
+        let names = (0..values.len()).map(|i| format!("p{i}")).collect();
+        ParamSet::new(names, values.iter().map(|v| Tensor::from_slice(v)).collect()).unwrap()
+    }
+
+    fn values(p: &ParamSet) -> Vec<Vec<f32>> {
+        p.tensors().iter().map(|t| Vec::<f32>::try_from(t).unwrap()).collect()
+    }
+
+    #[test]
+    fn arithmetic_matches_hand_values() {
+        let a = set(&[&[1.0, 2.0], &[3.0]]);
+        let b = set(&[&[0.5, -1.0], &[1.0]]);
+        assert_eq!(values(&a.sub(&b)), vec![vec![0.5, 3.0], vec![2.0]]);
+        assert_eq!(values(&a.add_scaled(&b, 2.0)), vec![vec![2.0, 0.0], vec![5.0]]);
+        assert_eq!(values(&a.lerp(&b, 0.25)), vec![vec![0.875, 1.25], vec![2.5]]);
+        assert_eq!(a.norm_sq().double_value(&[]), 14.0);
+        assert_eq!(a.numel(), 3);
+    }
+
+    #[test]
+    fn shallow_clones_share_storage_and_deep_clones_do_not() {
+        let a = set(&[&[1.0, 2.0]]);
+        let shallow = a.shallow_clone();
+        let deep = a.deep_clone();
+        let _ = a.tensors()[0].shallow_clone().fill_(9.0);
+        assert_eq!(values(&shallow), vec![vec![9.0, 9.0]]);
+        assert_eq!(values(&deep), vec![vec![1.0, 2.0]]);
+    }
+}

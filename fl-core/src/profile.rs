@@ -1,0 +1,186 @@
+//! Device profiles and the cost model: how long a client job takes in virtual time.
+//!
+//! A job's duration is download(bytes of the sub-model) + local compute (training FLOPs /
+//! throughput) + upload(bytes of the update). Training FLOPs are 3x the forward FLOPs (forward,
+//! backward to activations, backward to weights) per sample and epoch. Profiles are drawn once
+//! per client from declared distributions.
+
+use rand::Rng as _;
+use rand_distr::{Distribution as _, LogNormal};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::rng::Rng;
+
+/// Resources of one client.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeviceProfile {
+    /// Sustained training throughput, FLOP/s.
+    pub flops_per_s: f64,
+    /// Upload bandwidth, bytes/s.
+    pub up_bytes_per_s: f64,
+    /// Download bandwidth, bytes/s.
+    pub down_bytes_per_s: f64,
+}
+
+/// The size and work of one job, as the cost model sees it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct JobCost {
+    pub down_bytes: f64,
+    pub train_flops: f64,
+    pub up_bytes: f64,
+}
+
+impl DeviceProfile {
+    /// Seconds for a job on this device, without jitter.
+    pub fn duration_s(&self, cost: &JobCost) -> f64 {
+        cost.down_bytes / self.down_bytes_per_s
+            + cost.train_flops / self.flops_per_s
+            + cost.up_bytes / self.up_bytes_per_s
+    }
+}
+
+/// Training FLOPs of `samples` sample-passes given per-sample forward FLOPs.
+pub fn train_flops(forward_flops_per_sample: f64, sample_passes: f64) -> f64 {
+    3.0 * forward_flops_per_sample * sample_passes
+}
+
+/// A distribution of a positive quantity, declared in the experiment file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "dist", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Quantity {
+    Constant {
+        value: f64,
+    },
+    /// Discrete classes: `values[i]` with probability proportional to `shares[i]`
+    /// (Fed-RAA's capability classes 1 and 3 with share β).
+    Classes {
+        values: Vec<f64>,
+        shares: Vec<f64>,
+    },
+    Uniform {
+        low: f64,
+        high: f64,
+    },
+    /// Log-normal with the given median and log-space standard deviation.
+    LogNormal {
+        median: f64,
+        sigma: f64,
+    },
+}
+
+impl Quantity {
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        let ok = match self {
+            Quantity::Constant { value } => *value > 0.0,
+            Quantity::Classes { values, shares } => {
+                !values.is_empty()
+                    && values.len() == shares.len()
+                    && values.iter().all(|v| *v > 0.0)
+                    && shares.iter().all(|s| *s >= 0.0)
+                    && shares.iter().sum::<f64>() > 0.0
+            }
+            Quantity::Uniform { low, high } => *low > 0.0 && high >= low,
+            Quantity::LogNormal { median, sigma } => *median > 0.0 && *sigma >= 0.0,
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(format!("invalid distribution {self:?}: values must be positive, classes need one share per value"))
+        }
+    }
+
+    pub fn sample(&self, rng: &mut Rng) -> f64 {
+        match self {
+            Quantity::Constant { value } => *value,
+            Quantity::Classes { values, shares } => {
+                let total: f64 = shares.iter().sum();
+                let mut u = rng.random::<f64>() * total;
+                for (v, s) in values.iter().zip(shares) {
+                    if u < *s {
+                        return *v;
+                    }
+                    u -= s;
+                }
+                *values.last().expect("validated non-empty")
+            }
+            Quantity::Uniform { low, high } => low + (high - low) * rng.random::<f64>(),
+            Quantity::LogNormal { median, sigma } => {
+                LogNormal::new(median.ln(), *sigma).expect("validated sigma").sample(rng)
+            }
+        }
+    }
+}
+
+/// The `[devices]` section: one distribution per resource, plus per-job jitter.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DevicesConfig {
+    pub flops_per_s: Quantity,
+    pub up_bytes_per_s: Quantity,
+    pub down_bytes_per_s: Quantity,
+    /// Log-space standard deviation of a per-job multiplicative noise on duration (0: none).
+    pub jitter: f64,
+}
+
+impl Default for DevicesConfig {
+    fn default() -> Self {
+        DevicesConfig {
+            flops_per_s: Quantity::LogNormal { median: 1e9, sigma: 0.5 },
+            up_bytes_per_s: Quantity::Constant { value: 1.25e6 },
+            down_bytes_per_s: Quantity::Constant { value: 5e6 },
+            jitter: 0.0,
+        }
+    }
+}
+
+impl DevicesConfig {
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        self.flops_per_s.validate().map_err(|e| format!("flops_per_s: {e}"))?;
+        self.up_bytes_per_s.validate().map_err(|e| format!("up_bytes_per_s: {e}"))?;
+        self.down_bytes_per_s.validate().map_err(|e| format!("down_bytes_per_s: {e}"))?;
+        if !(self.jitter >= 0.0) {
+            return Err(format!("jitter: expected a non-negative number, got {}", self.jitter));
+        }
+        Ok(())
+    }
+
+    /// One profile per client, drawn in client order from `rng`.
+    pub fn draw(&self, clients: usize, rng: &mut Rng) -> Result<Vec<DeviceProfile>> {
+        self.validate().map_err(Error::invalid)?;
+        Ok((0..clients)
+            .map(|_| DeviceProfile {
+                flops_per_s: self.flops_per_s.sample(rng),
+                up_bytes_per_s: self.up_bytes_per_s.sample(rng),
+                down_bytes_per_s: self.down_bytes_per_s.sample(rng),
+            })
+            .collect())
+    }
+
+    /// The multiplicative jitter of one job (1 when `jitter` is 0).
+    pub fn jitter_factor(&self, rng: &mut Rng) -> f64 {
+        if self.jitter == 0.0 { 1.0 } else { LogNormal::new(0.0, self.jitter).expect("validated jitter").sample(rng) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn duration_adds_transfer_and_compute() {
+        let p = DeviceProfile { flops_per_s: 1e9, up_bytes_per_s: 1e6, down_bytes_per_s: 2e6 };
+        let c = JobCost { down_bytes: 4e6, train_flops: 3e9, up_bytes: 1e6 };
+        assert_eq!(p.duration_s(&c), 2.0 + 3.0 + 1.0);
+    }
+
+    #[test]
+    fn classes_follow_their_shares() {
+        let q = Quantity::Classes { values: vec![1.0, 3.0], shares: vec![0.25, 0.75] };
+        let mut rng = crate::rng::stream(1, &[0]);
+        let n = 20_000;
+        let weak = (0..n).filter(|_| q.sample(&mut rng) == 1.0).count();
+        let share = weak as f64 / n as f64;
+        assert!((share - 0.25).abs() < 0.015, "share of class 1: {share}");
+    }
+}

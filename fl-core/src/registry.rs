@@ -1,0 +1,290 @@
+//! The component registry: every plugin registers its components with `inventory`.
+//!
+//! A component has a kind, a name, a one-line summary, the paper it comes from, its
+//! parameters with defaults (as a TOML table), and a constructor from its TOML table. A
+//! [`Method`] is a preset naming a component of each kind. Names are unique per kind; an
+//! unknown name is an error listing the registered names, nearest first.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tch::Device;
+
+use crate::aggregator::Aggregator;
+use crate::data::{DataSpec, FederatedData, Partitioner};
+use crate::error::{Error, Result};
+use crate::mask_policy::MaskPolicy;
+use crate::model::Model;
+use crate::scheduler::Scheduler;
+use crate::staleness::StalenessFn;
+use crate::trainer::LocalTrainer;
+
+/// Component kinds, in the order `fl list` prints them. The name is the experiment file's
+/// section key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    Dataset,
+    Partitioner,
+    Model,
+    Trainer,
+    MaskPolicy,
+    Scheduler,
+    Aggregator,
+    Staleness,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 8] = [
+        Kind::Dataset,
+        Kind::Partitioner,
+        Kind::Model,
+        Kind::Trainer,
+        Kind::MaskPolicy,
+        Kind::Scheduler,
+        Kind::Aggregator,
+        Kind::Staleness,
+    ];
+
+    /// The experiment file's section for this kind.
+    pub fn section(self) -> &'static str {
+        match self {
+            Kind::Dataset => "dataset",
+            Kind::Partitioner => "partition",
+            Kind::Model => "model",
+            Kind::Trainer => "trainer",
+            Kind::MaskPolicy => "mask",
+            Kind::Scheduler => "scheduler",
+            Kind::Aggregator => "aggregator",
+            Kind::Staleness => "staleness",
+        }
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = match self {
+            Kind::Dataset => "dataset",
+            Kind::Partitioner => "partitioner",
+            Kind::Model => "model",
+            Kind::Trainer => "trainer",
+            Kind::MaskPolicy => "mask policy",
+            Kind::Scheduler => "scheduler",
+            Kind::Aggregator => "aggregator",
+            Kind::Staleness => "staleness function",
+        };
+        f.write_str(s)
+    }
+}
+
+/// What a dataset constructor gets besides its parameters.
+#[derive(Debug, Clone)]
+pub struct DataContext {
+    pub data_dir: PathBuf,
+    pub device: Device,
+    pub seed: u64,
+}
+
+/// A component's constructor; the variant fixes its kind.
+#[derive(Clone, Copy)]
+pub enum Builder {
+    Dataset(fn(&Params, &DataContext) -> Result<FederatedData>),
+    Partitioner(fn(&Params) -> Result<Box<dyn Partitioner>>),
+    Model(fn(&Params, &DataSpec) -> Result<Arc<dyn Model>>),
+    Trainer(fn(&Params) -> Result<Arc<dyn LocalTrainer>>),
+    MaskPolicy(fn(&Params) -> Result<Box<dyn MaskPolicy>>),
+    Scheduler(fn(&Params) -> Result<Box<dyn Scheduler>>),
+    Aggregator(fn(&Params) -> Result<Box<dyn Aggregator>>),
+    Staleness(fn(&Params) -> Result<Box<dyn StalenessFn>>),
+}
+
+impl Builder {
+    pub fn kind(&self) -> Kind {
+        match self {
+            Builder::Dataset(_) => Kind::Dataset,
+            Builder::Partitioner(_) => Kind::Partitioner,
+            Builder::Model(_) => Kind::Model,
+            Builder::Trainer(_) => Kind::Trainer,
+            Builder::MaskPolicy(_) => Kind::MaskPolicy,
+            Builder::Scheduler(_) => Kind::Scheduler,
+            Builder::Aggregator(_) => Kind::Aggregator,
+            Builder::Staleness(_) => Kind::Staleness,
+        }
+    }
+}
+
+/// One registered component. Submit with `inventory::submit! { Component { .. } }`.
+pub struct Component {
+    pub name: &'static str,
+    pub summary: &'static str,
+    /// Citation of the paper that defines it ("" for generic building blocks).
+    pub paper: &'static str,
+    /// The parameters and their defaults (usually [`defaults_of`] of the config struct).
+    pub defaults: fn() -> toml::Table,
+    pub build: Builder,
+    /// `module_path!()` of the registration, to name both sides of a duplicate.
+    pub origin: &'static str,
+}
+
+inventory::collect!(Component);
+
+/// A preset: an experiment-file fragment naming a component (and parameters) for some kinds.
+/// The experiment file can still override any of them.
+pub struct Method {
+    pub name: &'static str,
+    pub summary: &'static str,
+    pub paper: &'static str,
+    /// TOML with sections such as `[scheduler]`, `[aggregator]`, each with `name = ...`.
+    pub preset: &'static str,
+    pub origin: &'static str,
+}
+
+inventory::collect!(Method);
+
+/// The defaults of a config struct, as the TOML table `fl list` prints.
+pub fn defaults_of<C: Default + Serialize>() -> toml::Table {
+    toml::Table::try_from(C::default()).expect("component config serialises to a TOML table")
+}
+
+/// A component's parameter table, with where it came from for error messages.
+#[derive(Debug, Clone)]
+pub struct Params {
+    pub file: String,
+    pub section: String,
+    pub table: toml::Table,
+}
+
+impl Params {
+    pub fn new(file: impl Into<String>, section: impl Into<String>, table: toml::Table) -> Self {
+        Params { file: file.into(), section: section.into(), table }
+    }
+
+    /// Deserialises the table strictly (`deny_unknown_fields` on `C`); errors name the key path.
+    pub fn parse<C: DeserializeOwned>(&self) -> Result<C> {
+        let de = toml::Value::Table(self.table.clone());
+        serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            let key =
+                if path == "." || path.is_empty() { self.section.clone() } else { format!("{}.{path}", self.section) };
+            Error::Config { file: self.file.clone(), key, message: readable(&e.into_inner().to_string()) }
+        })
+    }
+
+    /// Deserialises and validates; `validate` returns messages of the form `"key: what is wrong"`.
+    pub fn parse_valid<C: DeserializeOwned>(
+        &self,
+        validate: impl FnOnce(&C) -> std::result::Result<(), String>,
+    ) -> Result<C> {
+        let c = self.parse()?;
+        validate(&c).map_err(|msg| self.invalid(&msg))?;
+        Ok(c)
+    }
+
+    /// A config error for a `"key: message"` string, keyed under this section.
+    pub fn invalid(&self, msg: &str) -> Error {
+        match msg.split_once(": ") {
+            Some((key, rest)) if !key.contains(' ') => {
+                Error::Config { file: self.file.clone(), key: format!("{}.{key}", self.section), message: rest.into() }
+            }
+            _ => Error::Config { file: self.file.clone(), key: self.section.clone(), message: msg.into() },
+        }
+    }
+}
+
+/// The registry, built once: components by kind and name, methods by name.
+pub struct Registry {
+    components: BTreeMap<Kind, BTreeMap<&'static str, &'static Component>>,
+    methods: BTreeMap<&'static str, &'static Method>,
+}
+
+static REGISTRY: OnceLock<std::result::Result<Registry, String>> = OnceLock::new();
+
+impl Registry {
+    /// The process-wide registry; fails if two registrations share a kind and name.
+    pub fn get() -> Result<&'static Registry> {
+        REGISTRY
+            .get_or_init(|| Registry::collect().map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|e| Error::invalid(e.clone()))
+    }
+
+    fn collect() -> Result<Registry> {
+        let mut components: BTreeMap<Kind, BTreeMap<&'static str, &'static Component>> = BTreeMap::new();
+        for c in inventory::iter::<Component> {
+            let by_name = components.entry(c.build.kind()).or_default();
+            if let Some(prev) = by_name.insert(c.name, c) {
+                return Err(Error::DuplicateComponent {
+                    kind: c.build.kind(),
+                    name: c.name.into(),
+                    first: prev.origin,
+                    second: c.origin,
+                });
+            }
+        }
+        let mut methods = BTreeMap::new();
+        for m in inventory::iter::<Method> {
+            if let Some(prev) = methods.insert(m.name, m) {
+                return Err(Error::invalid(format!(
+                    "duplicate method `{}` registered (by {} and {})",
+                    m.name, prev.origin, m.origin
+                )));
+            }
+        }
+        Ok(Registry { components, methods })
+    }
+
+    /// Components of one kind, sorted by name.
+    pub fn components(&self, kind: Kind) -> impl Iterator<Item = &'static Component> + '_ {
+        self.components.get(&kind).into_iter().flat_map(|m| m.values().copied())
+    }
+
+    pub fn methods(&self) -> impl Iterator<Item = &'static Method> + '_ {
+        self.methods.values().copied()
+    }
+
+    /// Looks a component up; `file` and `key` locate the reference for the error message.
+    pub fn component(&self, kind: Kind, name: &str, file: &str, key: &str) -> Result<&'static Component> {
+        self.components.get(&kind).and_then(|m| m.get(name)).copied().ok_or_else(|| Error::UnknownComponent {
+            file: file.into(),
+            key: key.into(),
+            kind,
+            name: name.into(),
+            valid: nearest(name, self.components(kind).map(|c| c.name)),
+        })
+    }
+
+    pub fn method(&self, name: &str, file: &str) -> Result<&'static Method> {
+        self.methods.get(name).copied().ok_or_else(|| Error::Config {
+            file: file.into(),
+            key: "method".into(),
+            message: format!(
+                "unknown method `{name}`; registered methods, nearest first: {}",
+                nearest(name, self.methods().map(|m| m.name)).join(", ")
+            ),
+        })
+    }
+}
+
+/// The first line of a deserialisation error, with serde's "expected one of" list of fields
+/// reordered nearest first.
+fn readable(message: &str) -> String {
+    let first = message.lines().next().unwrap_or_default();
+    let parsed = first.strip_prefix("unknown field `").and_then(|rest| rest.split_once("`, expected one of "));
+    match parsed {
+        Some((field, list)) => {
+            let names = list.split(", ").map(|n| n.trim_matches('`'));
+            format!("unknown key `{field}`; valid keys, nearest first: {}", nearest(field, names).join(", "))
+        }
+        None => first.to_string(),
+    }
+}
+
+/// Names ordered by edit distance to `name` (ties alphabetically).
+pub fn nearest<'a>(name: &str, names: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let mut scored: Vec<(usize, &str)> = names.map(|n| (strsim::levenshtein(name, n), n)).collect();
+    scored.sort();
+    scored.into_iter().map(|(_, n)| n.to_string()).collect()
+}

@@ -1,0 +1,106 @@
+//! `Structure`: what a model exposes to masks and to the cost model.
+//!
+//! A model lists its tensors (name and shape) and its *unit groups*: the neurons, channels or
+//! heads that can be dropped, each naming which tensor dimensions move together when a unit
+//! goes (a hidden neuron is a row of `fc1.weight`, an entry of `fc1.bias` and a column of
+//! `fc2.weight`). Structured masks are built from kept units, so a physically smaller
+//! sub-model can be sliced out, trained and scattered back.
+
+use crate::error::{Error, Result};
+use crate::mask::{Mask, StructuredMask};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TensorSpec {
+    pub name: String,
+    pub shape: Vec<i64>,
+}
+
+/// One tensor dimension that a unit group indexes. Unit `u` covers indices
+/// `u * block .. (u + 1) * block` of that dimension (a conv channel feeding a flattened linear
+/// layer covers `block = H * W` columns).
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnitMember {
+    pub tensor: usize,
+    pub dim: usize,
+    pub block: i64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnitGroup {
+    pub name: String,
+    pub units: i64,
+    pub members: Vec<UnitMember>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Structure {
+    pub tensors: Vec<TensorSpec>,
+    pub groups: Vec<UnitGroup>,
+}
+
+impl Structure {
+    pub fn names(&self) -> Vec<String> {
+        self.tensors.iter().map(|t| t.name.clone()).collect()
+    }
+
+    pub fn shapes(&self) -> Vec<Vec<i64>> {
+        self.tensors.iter().map(|t| t.shape.clone()).collect()
+    }
+
+    pub fn num_params(&self) -> i64 {
+        self.tensors.iter().map(|t| t.shape.iter().product::<i64>()).sum()
+    }
+
+    pub fn tensor_index(&self, name: &str) -> Option<usize> {
+        self.tensors.iter().position(|t| t.name == name)
+    }
+
+    /// A structured mask keeping, for each group, the listed units (`None` keeps the group
+    /// whole). `kept` has one entry per group.
+    pub fn mask_from_units(&self, kept: &[Option<Vec<i64>>]) -> Result<Mask> {
+        if kept.len() != self.groups.len() {
+            return Err(Error::invalid(format!(
+                "mask_from_units: {} entries for {} unit groups",
+                kept.len(),
+                self.groups.len()
+            )));
+        }
+        let mut keep: Vec<Vec<Option<Vec<i64>>>> = self.tensors.iter().map(|t| vec![None; t.shape.len()]).collect();
+        for (group, units) in self.groups.iter().zip(kept) {
+            let Some(units) = units else { continue };
+            if let Some(&bad) = units.iter().find(|&&u| u < 0 || u >= group.units) {
+                return Err(Error::invalid(format!(
+                    "unit group `{}`: unit {bad} out of range 0..{}",
+                    group.name, group.units
+                )));
+            }
+            for m in &group.members {
+                let slot = &mut keep[m.tensor][m.dim];
+                if slot.is_some() {
+                    return Err(Error::invalid(format!(
+                        "unit group `{}`: dimension {} of `{}` is already indexed by another group",
+                        group.name, m.dim, self.tensors[m.tensor].name
+                    )));
+                }
+                *slot = Some(units.iter().flat_map(|&u| u * m.block..(u + 1) * m.block).collect());
+            }
+        }
+        let mask = StructuredMask::new(keep);
+        mask.validate(&self.shapes())?;
+        Ok(Mask::Structured(mask))
+    }
+
+    /// A mask keeping the first `ratio` share of every group's units (HeteroFL's nested
+    /// width prefix), at least one unit per group.
+    pub fn width_prefix_mask(&self, ratio: f64) -> Result<Mask> {
+        let kept: Vec<Option<Vec<i64>>> = self
+            .groups
+            .iter()
+            .map(|g| {
+                let n = ((g.units as f64 * ratio).round() as i64).clamp(1, g.units);
+                Some((0..n).collect())
+            })
+            .collect();
+        self.mask_from_units(&kept)
+    }
+}

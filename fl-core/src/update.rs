@@ -1,0 +1,32 @@
+//! `ClientUpdate`: what arrives at the server when a client job finishes.
+
+use crate::clock::Tick;
+use crate::mask::Mask;
+use crate::params::ParamSet;
+
+#[derive(Debug)]
+pub struct ClientUpdate {
+    pub client: usize,
+    /// The engine's job counter, unique per run.
+    pub job: u64,
+    /// The global model version the client started from.
+    pub base_version: u64,
+    /// That version's parameters (shared storage, never mutated).
+    pub base: ParamSet,
+    pub mask: Mask,
+    /// New minus starting parameters, full-shaped; exactly zero outside the mask.
+    pub delta: ParamSet,
+    /// Training samples the client holds.
+    pub samples: usize,
+    /// Mean training loss over the job's steps.
+    pub train_loss: f64,
+    pub dispatched_at: Tick,
+    pub arrived_at: Tick,
+}
+
+impl ClientUpdate {
+    /// The client's new full-shaped model, `base + delta` (outside the mask: the base).
+    pub fn new_params(&self) -> ParamSet {
+        self.base.add(&self.delta)
+    }
+}
