@@ -1,0 +1,86 @@
+//! PyTorch's default initialisation of `nn.Linear` and `nn.Conv2d`, drawn from a host stream.
+//!
+//! PyTorch initialises both layers' weights with `kaiming_uniform_(a = √5)`: the bound
+//! `gain · √(3 / fan_in)` with `gain = √(2 / (1 + a²)) = √(1/3)` is exactly `1 / √fan_in`. Biases
+//! are U(−1/√fan_in, 1/√fan_in) with the same fan-in (`in_features`, or `in_channels · k · k`).
+//! The values come from the caller's [`Rng`] on the host and never from libtorch's global
+//! generator, which threads share, so a seed fixes the model whatever runs beside it. The
+//! numbers are not PyTorch's (its generator differs); the distributions are.
+
+use fl_core::rng::Rng;
+use fl_core::{ParamSet, Structure};
+use rand::distr::{Distribution, Uniform};
+use tch::Tensor;
+
+/// A CPU float32 tensor of `shape` with elements drawn from U(−bound, bound).
+///
+/// # Panics
+/// If `bound` is not finite and positive.
+pub fn uniform(rng: &mut Rng, shape: &[i64], bound: f64) -> Tensor {
+    let dist = Uniform::new(-bound as f32, bound as f32)
+        .unwrap_or_else(|e| panic!("init::uniform: bound {bound} is not a valid range: {e}"));
+    let n: i64 = shape.iter().product();
+    let values: Vec<f32> = (0..n).map(|_| dist.sample(rng)).collect();
+    Tensor::from_slice(&values).reshape(shape)
+}
+
+/// The fan-in of a linear (`[out, in]`) or convolution (`[out, in, kh, kw]`) weight: the
+/// product of every dimension after the first.
+pub fn fan_in(weight_shape: &[i64]) -> i64 {
+    weight_shape.iter().skip(1).product()
+}
+
+/// PyTorch's default initialisation for a model made of linear and convolution layers, in
+/// structure order: a tensor of rank ≥ 2 is a weight, U(±1/√fan_in); a rank-1 tensor is the bias
+/// of the weight before it, U(±1/√fan_in of that weight).
+///
+/// # Panics
+/// If a rank-1 tensor comes before any weight, or a tensor has rank 0.
+pub fn pytorch_default(structure: &Structure, rng: &mut Rng) -> ParamSet {
+    let mut last_fan_in = None;
+    let tensors = structure
+        .tensors
+        .iter()
+        .map(|spec| {
+            let fan = match spec.shape.len() {
+                0 => panic!("init::pytorch_default: `{}` is a scalar, not a weight or bias", spec.name),
+                1 => last_fan_in
+                    .unwrap_or_else(|| panic!("init::pytorch_default: bias `{}` has no weight before it", spec.name)),
+                _ => {
+                    let fan = fan_in(&spec.shape);
+                    last_fan_in = Some(fan);
+                    fan
+                }
+            };
+            uniform(rng, &spec.shape, 1.0 / (fan as f64).sqrt())
+        })
+        .collect();
+    ParamSet::new(structure.names(), tensors).expect("one tensor per structure entry")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fl_core::TensorSpec;
+    use rand::SeedableRng;
+
+    #[test]
+    fn fan_in_of_linear_and_conv_weights() {
+        assert_eq!(fan_in(&[200, 784]), 784);
+        assert_eq!(fan_in(&[16, 6, 5, 5]), 150);
+    }
+
+    #[test]
+    fn a_bias_takes_the_fan_in_of_its_weight() {
+        let spec = |name: &str, shape: &[i64]| TensorSpec { name: name.into(), shape: shape.to_vec() };
+        // fan_in 4 → bound 0.5 for both tensors; fan_in 100 → bound 0.1.
+        let s = Structure {
+            tensors: vec![spec("a.weight", &[1000, 4]), spec("a.bias", &[1000]), spec("b.weight", &[1000, 100])],
+            groups: vec![],
+        };
+        let p = pytorch_default(&s, &mut Rng::seed_from_u64(1));
+        let max = |t: &Tensor| t.abs().max().double_value(&[]);
+        assert!(max(&p.tensors()[1]) <= 0.5 && max(&p.tensors()[1]) > 0.45);
+        assert!(max(&p.tensors()[2]) <= 0.1 && max(&p.tensors()[2]) > 0.099);
+    }
+}

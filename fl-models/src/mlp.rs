@@ -1,0 +1,388 @@
+//! `mlp`: a multilayer perceptron on flattened inputs, with optional dropout.
+//!
+//! Follows McMahan et al., "Communication-Efficient Learning of Deep Networks from
+//! Decentralized Data", AISTATS 2017 (arXiv:1602.05629), whose MNIST "2NN" is 784-200-200-10 with
+//! ReLU (`hidden = [200, 200]`, 199,210 parameters), and the MNIST MLP of Wang et al.'s RA-Fed
+//! code (KDD '23, doi 10.1145/3580305.3599521), which Fed-RAA's MLPs share: 784-200-10 with
+//! dropout 0.5 applied *before* the ReLU (`hidden = [200]`, `dropout = 0.5`, 159,010
+//! parameters). `hidden = []` gives multinomial logistic regression.
+//!
+//! Layers are `fc1 … fc{n+1}` in PyTorch's `nn.Linear` layout (weight `[out, in]`). Each hidden
+//! layer's neurons form a unit group (a row of `fc{i}.weight`, an entry of `fc{i}.bias`, a column
+//! of `fc{i+1}.weight`); the output layer is not maskable. `forward` reads every layer width from
+//! the tensors it gets, so a structured sub-model runs as is.
+//!
+//! **Dropout position.** Both arrangements are offered (`dropout_position`), but with inverted
+//! dropout they compute the same function: the mask scales by 0 or `1 / (1 − p) > 0`, and
+//! `relu(m · x) = m · relu(x)` for any `m ≥ 0`, values and gradients alike. With the same noise
+//! stream the two give identical outputs (a test checks this); the option records which
+//! arrangement a paper describes, nothing more.
+//!
+//! FLOPs follow [`crate::flops`]: 2 per multiply-add and 1 per bias addition; ReLU and dropout
+//! are not counted.
+
+use std::sync::Arc;
+
+use fl_core::registry::defaults_of;
+use fl_core::rng::Rng;
+use fl_core::{Builder, Component, DataSpec, Error, Mode, Model, ParamSet, Result};
+use fl_core::{Structure, TensorSpec, UnitGroup, UnitMember};
+use serde::{Deserialize, Serialize};
+use tch::Tensor;
+
+use crate::{flops, init};
+
+/// Where a hidden layer's dropout sits relative to its ReLU (equivalent; see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DropoutPosition {
+    /// `Linear → Dropout → ReLU`, as in the KDD '23 RA-Fed code.
+    #[default]
+    BeforeRelu,
+    /// `Linear → ReLU → Dropout`, the usual arrangement.
+    AfterRelu,
+}
+
+/// Parameters of the `mlp` component.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MlpConfig {
+    /// Hidden layer widths, input side first; empty for logistic regression.
+    pub hidden: Vec<i64>,
+    /// Dropout probability after each hidden layer, in [0, 1); 0 disables dropout.
+    pub dropout: f64,
+    pub dropout_position: DropoutPosition,
+}
+
+impl Default for MlpConfig {
+    fn default() -> Self {
+        MlpConfig { hidden: vec![200], dropout: 0.0, dropout_position: DropoutPosition::default() }
+    }
+}
+
+impl MlpConfig {
+    /// Checks the widths and the dropout probability; messages read `"key: what is wrong"`.
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        if let Some(w) = self.hidden.iter().find(|&&w| w < 1) {
+            return Err(format!("hidden: every width must be at least 1, got {w} in {:?}", self.hidden));
+        }
+        if !(0.0..1.0).contains(&self.dropout) {
+            return Err(format!("dropout: must be in [0, 1), got {}", self.dropout));
+        }
+        Ok(())
+    }
+}
+
+/// The multilayer perceptron; see the module documentation.
+#[derive(Debug)]
+pub struct Mlp {
+    cfg: MlpConfig,
+    structure: Structure,
+}
+
+impl Mlp {
+    /// An MLP from the flattened `spec.input_shape` to `spec.classes` logits.
+    pub fn new(cfg: MlpConfig, spec: &DataSpec) -> Result<Mlp> {
+        cfg.validate().map_err(|e| Error::invalid(format!("mlp: {e}")))?;
+        if spec.input_shape.is_empty() || spec.input_shape.iter().any(|&d| d < 1) {
+            return Err(Error::invalid(format!("mlp: unsupported input shape {:?}", spec.input_shape)));
+        }
+        if spec.classes < 1 {
+            return Err(Error::invalid(format!("mlp: need at least one class, got {}", spec.classes)));
+        }
+        let mut widths = vec![spec.input_shape.iter().product::<i64>()];
+        widths.extend(&cfg.hidden);
+        widths.push(spec.classes);
+        let mut tensors = Vec::new();
+        for (i, w) in widths.windows(2).enumerate() {
+            let layer = i + 1;
+            tensors.push(TensorSpec { name: format!("fc{layer}.weight"), shape: vec![w[1], w[0]] });
+            tensors.push(TensorSpec { name: format!("fc{layer}.bias"), shape: vec![w[1]] });
+        }
+        let groups = (0..cfg.hidden.len())
+            .map(|i| {
+                let member = |tensor, dim| UnitMember { tensor, dim, block: 1 };
+                UnitGroup {
+                    name: format!("fc{}", i + 1),
+                    units: cfg.hidden[i],
+                    members: vec![member(2 * i, 0), member(2 * i + 1, 0), member(2 * i + 2, 1)],
+                }
+            })
+            .collect();
+        Ok(Mlp { cfg, structure: Structure { tensors, groups } })
+    }
+
+    pub fn config(&self) -> &MlpConfig {
+        &self.cfg
+    }
+
+    fn hidden_activation(&self, h: &Tensor, mode: &mut Mode) -> Tensor {
+        let p = self.cfg.dropout;
+        match self.cfg.dropout_position {
+            DropoutPosition::BeforeRelu => mode.dropout(h, p).relu(),
+            DropoutPosition::AfterRelu => mode.dropout(&h.relu(), p),
+        }
+    }
+}
+
+impl Model for Mlp {
+    fn structure(&self) -> &Structure {
+        &self.structure
+    }
+
+    fn init(&self, rng: &mut Rng) -> ParamSet {
+        init::pytorch_default(&self.structure, rng)
+    }
+
+    fn forward(&self, params: &[Tensor], x: &Tensor, mode: &mut Mode) -> Tensor {
+        assert_eq!(
+            params.len(),
+            self.structure.tensors.len(),
+            "mlp forward: expected {} tensors, got {}",
+            self.structure.tensors.len(),
+            params.len()
+        );
+        let layers = params.len() / 2;
+        let mut h = x.flatten(1, -1);
+        for (i, layer) in params.chunks(2).enumerate() {
+            h = h.linear(&layer[0], Some(&layer[1]));
+            if i + 1 < layers {
+                h = self.hidden_activation(&h, mode);
+            }
+        }
+        h
+    }
+
+    fn flops_per_tensor(&self, shapes: &[Vec<i64>]) -> Vec<f64> {
+        shapes.iter().map(|s| flops::of_tensor(s, 1)).collect()
+    }
+}
+
+inventory::submit! {
+    Component {
+        name: "mlp",
+        summary: "multilayer perceptron on flattened inputs (ReLU, optional dropout before or after it)",
+        paper: "McMahan et al., Communication-Efficient Learning of Deep Networks from Decentralized Data, AISTATS 2017 (2NN); \
+                Wang et al., KDD '23 (MNIST MLP with dropout)",
+        defaults: defaults_of::<MlpConfig>,
+        build: Builder::Model(|params, spec| {
+            let cfg: MlpConfig = params.parse_valid(MlpConfig::validate)?;
+            Ok(Arc::new(Mlp::new(cfg, spec)?))
+        }),
+        origin: module_path!(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{assert_default_init, assert_grads_flow, input, labels};
+    use fl_core::rng::TensorNoise;
+    use rand::SeedableRng;
+    use tch::Kind;
+
+    fn mnist() -> DataSpec {
+        DataSpec { input_shape: vec![1, 28, 28], classes: 10 }
+    }
+
+    fn mlp(hidden: &[i64], dropout: f64, position: DropoutPosition) -> Mlp {
+        Mlp::new(MlpConfig { hidden: hidden.to_vec(), dropout, dropout_position: position }, &mnist()).unwrap()
+    }
+
+    fn default_mlp() -> Mlp {
+        Mlp::new(MlpConfig::default(), &mnist()).unwrap()
+    }
+
+    #[test]
+    fn structure_names_shapes_and_groups() {
+        let m = default_mlp();
+        let s = m.structure();
+        assert_eq!(s.names(), ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]);
+        assert_eq!(s.shapes(), vec![vec![200, 784], vec![200], vec![10, 200], vec![10]]);
+        let member = |tensor, dim| UnitMember { tensor, dim, block: 1 };
+        assert_eq!(
+            s.groups,
+            vec![UnitGroup { name: "fc1".into(), units: 200, members: vec![member(0, 0), member(1, 0), member(2, 1)] }]
+        );
+    }
+
+    #[test]
+    fn parameter_counts_match_the_papers() {
+        // 784·200 + 200 + 200·10 + 10 (KDD '23 and Fed-RAA state 159,010).
+        assert_eq!(default_mlp().structure().num_params(), 159_010);
+        // FedAvg's 2NN: 784·200 + 200 + 200·200 + 200 + 200·10 + 10 (McMahan et al. state 199,210).
+        assert_eq!(mlp(&[200, 200], 0.0, DropoutPosition::AfterRelu).structure().num_params(), 199_210);
+        // Fed-RAA's CIFAR-10 MLP: 3072·2048 + 2048 + 2048·10 + 10 (the spec states 6,313,994).
+        let cifar = DataSpec { input_shape: vec![3, 32, 32], classes: 10 };
+        let m = Mlp::new(MlpConfig { hidden: vec![2048], ..MlpConfig::default() }, &cifar).unwrap();
+        assert_eq!(m.structure().num_params(), 6_313_994);
+        // Logistic regression: 784·10 + 10, no unit groups.
+        let lr = mlp(&[], 0.0, DropoutPosition::BeforeRelu);
+        assert_eq!(lr.structure().num_params(), 7_850);
+        assert!(lr.structure().groups.is_empty());
+    }
+
+    #[test]
+    fn flops_per_sample_match_the_hand_count() {
+        let m = default_mlp();
+        // Weights 2·784·200 = 313,600 and 2·200·10 = 4,000 (together 317,600); biases 200 and 10.
+        let f = m.flops_per_tensor(&m.structure().shapes());
+        assert_eq!(f, vec![313_600.0, 200.0, 4_000.0, 10.0]);
+        assert_eq!(m.forward_flops(&m.structure().shapes()), 317_810.0);
+    }
+
+    #[test]
+    fn init_is_pytorch_default_and_deterministic() {
+        let m = default_mlp();
+        let p = m.init(&mut Rng::seed_from_u64(3));
+        assert_eq!(p.names(), m.structure().names().as_slice());
+        assert_eq!(p.shapes(), m.structure().shapes());
+        // fan_in 784 for fc1, 200 for fc2; the biases share their weight's bound.
+        assert_default_init(&p.tensors()[0], 784);
+        assert_default_init(&p.tensors()[1], 784);
+        assert_default_init(&p.tensors()[2], 200);
+        assert_default_init(&p.tensors()[3], 200);
+        assert!(p.equal(&m.init(&mut Rng::seed_from_u64(3))), "same seed, same parameters");
+        let q = m.init(&mut Rng::seed_from_u64(4));
+        assert!(p.tensors().iter().zip(q.tensors()).all(|(a, b)| !a.equal(b)), "other seed, other parameters");
+    }
+
+    #[test]
+    fn forward_matches_hand_computed_logits() {
+        // 3 inputs, 2 hidden, 2 classes.
+        // h = relu(W1 x + b1) = relu([1 - 2 + 1.5 + 0.1, 2 + 0 - 3 - 0.2]) = relu([0.6, -1.2]) = [0.6, 0];
+        // y = W2 h + b2 = [1·0.6 + 2·0 + 0, -1·0.6 + 0.5·0 + 1] = [0.6, 0.4].
+        let spec = DataSpec { input_shape: vec![3], classes: 2 };
+        let m = Mlp::new(MlpConfig { hidden: vec![2], ..MlpConfig::default() }, &spec).unwrap();
+        let w1 = Tensor::from_slice(&[1.0f32, -1.0, 0.5, 2.0, 0.0, -1.0]).reshape([2, 3]);
+        let b1 = Tensor::from_slice(&[0.1f32, -0.2]);
+        let w2 = Tensor::from_slice(&[1.0f32, 2.0, -1.0, 0.5]).reshape([2, 2]);
+        let b2 = Tensor::from_slice(&[0.0f32, 1.0]);
+        let x = Tensor::from_slice(&[1.0f32, 2.0, 3.0]).reshape([1, 3]);
+        let y = m.forward(&[w1, b1, w2, b2], &x, &mut Mode::Eval);
+        let got = Vec::<f32>::try_from(y.reshape([-1])).unwrap();
+        assert!((got[0] - 0.6).abs() < 1e-6 && (got[1] - 0.4).abs() < 1e-6, "got {got:?}");
+    }
+
+    #[test]
+    fn forward_equals_a_manual_matmul_chain() {
+        let m = mlp(&[200, 50], 0.0, DropoutPosition::BeforeRelu);
+        let p = m.init(&mut Rng::seed_from_u64(9));
+        let x = input(&[8, 1, 28, 28], 1);
+        let t = p.tensors();
+        let flat = x.reshape([8, 784]);
+        let h1 = (flat.matmul(&t[0].tr()) + &t[1]).relu();
+        let h2 = (h1.matmul(&t[2].tr()) + &t[3]).relu();
+        let want = h2.matmul(&t[4].tr()) + &t[5];
+        let got = m.forward(t, &x, &mut Mode::Eval);
+        assert_eq!(got.size(), [8, 10]);
+        assert!(got.allclose(&want, 1e-5, 1e-6, false));
+    }
+
+    #[test]
+    fn half_width_sub_model_runs_and_costs_the_hand_count() {
+        let m = mlp(&[200, 200], 0.0, DropoutPosition::BeforeRelu);
+        let p = m.init(&mut Rng::seed_from_u64(5));
+        let mask = m.structure().width_prefix_mask(0.5).unwrap();
+        let shapes = mask.sub_shapes(&m.structure().shapes());
+        assert_eq!(shapes, vec![vec![100, 784], vec![100], vec![100, 100], vec![100], vec![10, 100], vec![10]]);
+        let sub = mask.extract(&p);
+        let y = m.forward(sub.tensors(), &input(&[4, 1, 28, 28], 2), &mut Mode::Eval);
+        assert_eq!(y.size(), [4, 10]);
+        // 2·(784·100 + 100·100 + 100·10) = 178,800 for the weights, 100 + 100 + 10 for the biases.
+        assert_eq!(m.flops_per_tensor(&shapes), vec![156_800.0, 100.0, 20_000.0, 100.0, 2_000.0, 10.0]);
+        assert_eq!(m.forward_flops(&shapes), 179_010.0);
+    }
+
+    #[test]
+    fn a_sub_model_equals_the_full_model_with_dropped_units_zeroed() {
+        // Arbitrary (not prefix) kept neurons: if the unit groups tied the wrong rows and
+        // columns together, the two forwards would disagree.
+        let m = mlp(&[20, 12], 0.0, DropoutPosition::BeforeRelu);
+        let p = m.init(&mut Rng::seed_from_u64(6));
+        let mask = m.structure().mask_from_units(&[Some(vec![1, 4, 5, 13, 19]), Some(vec![0, 7, 11])]).unwrap();
+        let sub = mask.extract(&p);
+        let zeroed = mask.scatter(&sub, &m.structure().shapes());
+        let x = input(&[6, 1, 28, 28], 3);
+        let a = m.forward(sub.tensors(), &x, &mut Mode::Eval);
+        let b = m.forward(zeroed.tensors(), &x, &mut Mode::Eval);
+        assert!(a.allclose(&b, 1e-5, 1e-6, false));
+    }
+
+    #[test]
+    fn gradients_reach_every_tensor_of_full_and_sub_models() {
+        let m = mlp(&[200, 200], 0.5, DropoutPosition::BeforeRelu);
+        let p = m.init(&mut Rng::seed_from_u64(7));
+        let x = input(&[16, 1, 28, 28], 4);
+        assert_grads_flow(&m, p.tensors(), &x, &labels(16, 10));
+        let sub = m.structure().width_prefix_mask(0.5).unwrap().extract(&p);
+        assert_grads_flow(&m, sub.tensors(), &x, &labels(16, 10));
+    }
+
+    #[test]
+    fn dropout_is_reproducible_in_training_and_off_in_eval() {
+        let m = mlp(&[200], 0.5, DropoutPosition::BeforeRelu);
+        let plain = mlp(&[200], 0.0, DropoutPosition::BeforeRelu);
+        let p = m.init(&mut Rng::seed_from_u64(8));
+        let x = input(&[32, 1, 28, 28], 5);
+        let train = |seed| m.forward(p.tensors(), &x, &mut Mode::Train(&mut TensorNoise::new(seed)));
+        assert!(train(1).equal(&train(1)), "same noise seed, same output");
+        assert!(!train(1).equal(&train(2)), "other noise seed, other output");
+        let eval = m.forward(p.tensors(), &x, &mut Mode::Eval);
+        assert!(eval.equal(&plain.forward(p.tensors(), &x, &mut Mode::Eval)), "eval ignores dropout");
+        assert!(!train(1).allclose(&eval, 1e-3, 1e-3, false), "training applies dropout");
+        // Without dropout, training and eval forwards agree.
+        let plain_train = plain.forward(p.tensors(), &x, &mut Mode::Train(&mut TensorNoise::new(1)));
+        assert!(plain_train.equal(&eval));
+    }
+
+    #[test]
+    fn dropout_drops_about_p_of_the_hidden_units() {
+        // With fc2 = identity on 200 hidden units (classes = hidden = 200, zero bias) the logits
+        // are the dropped-out hidden activations themselves.
+        let spec = DataSpec { input_shape: vec![200], classes: 200 };
+        let m = Mlp::new(MlpConfig { hidden: vec![200], dropout: 0.25, ..MlpConfig::default() }, &spec).unwrap();
+        let eye = Tensor::eye(200, (Kind::Float, tch::Device::Cpu));
+        let zero = Tensor::zeros([200], (Kind::Float, tch::Device::Cpu));
+        let params = [eye.shallow_clone(), zero.shallow_clone(), eye, zero];
+        let x = Tensor::ones([50, 200], (Kind::Float, tch::Device::Cpu));
+        let y = m.forward(&params, &x, &mut Mode::Train(&mut TensorNoise::new(11)));
+        // Kept units are scaled to 1 / (1 - 0.25); dropped ones are 0.
+        let kept = y.ne(0.0).to_kind(Kind::Double).mean(Kind::Double).double_value(&[]);
+        assert!((kept - 0.75).abs() < 0.02, "kept share {kept}");
+        let scaled = y.eq(0.0).logical_or(&(&y - 1.0 / 0.75).abs().lt(1e-6)).all().int64_value(&[]);
+        assert_eq!(scaled, 1, "every output is 0 or 1/(1-p)");
+    }
+
+    #[test]
+    fn dropout_before_and_after_relu_compute_the_same_function() {
+        // relu(m·x) = m·relu(x) for m ∈ {0, 1/(1-p)}: with the same noise the two arrangements
+        // give the same logits and the same gradients.
+        let before = mlp(&[200, 100], 0.5, DropoutPosition::BeforeRelu);
+        let after = mlp(&[200, 100], 0.5, DropoutPosition::AfterRelu);
+        let p = before.init(&mut Rng::seed_from_u64(10));
+        let x = input(&[16, 1, 28, 28], 6);
+        let y = labels(16, 10);
+        let run = |m: &Mlp| {
+            let params: Vec<Tensor> = p.tensors().iter().map(|t| t.detach().copy().set_requires_grad(true)).collect();
+            let logits = m.forward(&params, &x, &mut Mode::Train(&mut TensorNoise::new(3)));
+            logits.cross_entropy_for_logits(&y).backward();
+            (logits.detach(), params.iter().map(Tensor::grad).collect::<Vec<_>>())
+        };
+        let (la, ga) = run(&before);
+        let (lb, gb) = run(&after);
+        assert!(la.equal(&lb));
+        assert!(ga.iter().zip(&gb).all(|(a, b)| a.equal(b)));
+    }
+
+    #[test]
+    fn config_validation_names_the_key() {
+        let bad = |cfg: MlpConfig| cfg.validate().unwrap_err();
+        assert!(bad(MlpConfig { hidden: vec![200, 0], ..MlpConfig::default() }).starts_with("hidden: "));
+        assert!(bad(MlpConfig { dropout: 1.0, ..MlpConfig::default() }).starts_with("dropout: "));
+        assert!(bad(MlpConfig { dropout: -0.1, ..MlpConfig::default() }).starts_with("dropout: "));
+        assert!(bad(MlpConfig { dropout: f64::NAN, ..MlpConfig::default() }).starts_with("dropout: "));
+        let err = Mlp::new(MlpConfig::default(), &DataSpec { input_shape: vec![], classes: 10 }).unwrap_err();
+        assert!(err.to_string().contains("input shape []"), "{err}");
+    }
+}
