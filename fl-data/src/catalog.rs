@@ -1,0 +1,96 @@
+//! The file-based datasets this crate knows, with what differs between them: name, default
+//! directory, reader, shape, classes and normalisation constants.
+//!
+//! One table keeps the dataset components, `fl data info` and `fl data fetch` in agreement.
+
+use std::path::{Path, PathBuf};
+
+use crate::cifar::{self, Cifar100Labels};
+use crate::error::Result;
+use crate::mnist::{self, MnistVariant};
+use crate::raw::{Normalization, RawSplits};
+
+/// Every dataset name `fl data info` and `fl data fetch` accept (the registered dataset
+/// components have the same names).
+pub const DATASET_NAMES: [&str; 5] = ["mnist", "fashion-mnist", "cifar10", "cifar100", "synthetic"];
+
+/// A dataset read from files in its official format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImageDataset {
+    Mnist,
+    FashionMnist,
+    Cifar10,
+    Cifar100(Cifar100Labels),
+}
+
+impl ImageDataset {
+    pub const ALL: [ImageDataset; 4] = [
+        ImageDataset::Mnist,
+        ImageDataset::FashionMnist,
+        ImageDataset::Cifar10,
+        ImageDataset::Cifar100(Cifar100Labels::Fine),
+    ];
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|d| d.name() == name)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ImageDataset::Mnist => "mnist",
+            ImageDataset::FashionMnist => "fashion-mnist",
+            ImageDataset::Cifar10 => "cifar10",
+            ImageDataset::Cifar100(_) => "cifar100",
+        }
+    }
+
+    /// `<data_dir>/<name>`: where the dataset lives unless its `dir` parameter says otherwise.
+    pub fn default_dir(self, data_dir: &Path) -> PathBuf {
+        data_dir.join(self.name())
+    }
+
+    /// The directories the reader tries, in order.
+    pub fn looked_in(self, dir: &Path) -> Vec<PathBuf> {
+        match self {
+            ImageDataset::Mnist | ImageDataset::FashionMnist => vec![dir.to_path_buf()],
+            ImageDataset::Cifar10 => cifar::candidates(dir, cifar::CIFAR10_SUBDIR).to_vec(),
+            ImageDataset::Cifar100(_) => cifar::candidates(dir, cifar::CIFAR100_SUBDIR).to_vec(),
+        }
+    }
+
+    pub fn input_shape(self) -> [i64; 3] {
+        match self {
+            ImageDataset::Mnist | ImageDataset::FashionMnist => [1, 28, 28],
+            ImageDataset::Cifar10 | ImageDataset::Cifar100(_) => [3, 32, 32],
+        }
+    }
+
+    pub fn classes(self) -> usize {
+        match self {
+            ImageDataset::Mnist | ImageDataset::FashionMnist | ImageDataset::Cifar10 => 10,
+            ImageDataset::Cifar100(labels) => labels.classes(),
+        }
+    }
+
+    /// The usual per-channel mean and std of the training images (scaled to [0, 1]).
+    pub fn normalization(self) -> Normalization {
+        match self {
+            ImageDataset::Mnist => Normalization { mean: &[0.1307], std: &[0.3081] },
+            ImageDataset::FashionMnist => Normalization { mean: &[0.2860], std: &[0.3530] },
+            ImageDataset::Cifar10 => Normalization { mean: &[0.4914, 0.4822, 0.4465], std: &[0.2470, 0.2435, 0.2616] },
+            ImageDataset::Cifar100(_) => {
+                Normalization { mean: &[0.5071, 0.4865, 0.4409], std: &[0.2673, 0.2564, 0.2762] }
+            }
+        }
+    }
+
+    /// Reads both splits from `dir` (host bytes, no tensors).
+    pub fn read(self, dir: &Path) -> Result<RawSplits> {
+        match self {
+            ImageDataset::Mnist => mnist::read_mnist(dir, MnistVariant::Mnist),
+            ImageDataset::FashionMnist => mnist::read_mnist(dir, MnistVariant::FashionMnist),
+            ImageDataset::Cifar10 => cifar::read_cifar10(dir),
+            ImageDataset::Cifar100(labels) => cifar::read_cifar100(dir, labels),
+        }
+    }
+}

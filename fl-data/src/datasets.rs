@@ -1,0 +1,124 @@
+//! The file-based dataset components `mnist`, `fashion-mnist`, `cifar10` and `cifar100`: their
+//! parameters, and the load from official files into normalised device tensors.
+//!
+//! Parameters (all optional):
+//! - `dir`: the directory holding the files; default `<data_dir>/<name>`. A relative path is
+//!   taken relative to the working directory.
+//! - `train_samples`, `test_samples`: keep only the first n samples of a split (fast tests);
+//!   n above the split's size is an error.
+//! - `labels` (`cifar100` only): `"fine"` (100 classes, default) or `"coarse"` (20).
+
+use std::path::PathBuf;
+
+use fl_core::registry::{Builder, Component, DataContext, Params, defaults_of};
+use fl_core::{DataSpec, FederatedData, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::catalog::ImageDataset;
+use crate::cifar::Cifar100Labels;
+
+/// Parameters of `mnist`, `fashion-mnist` and `cifar10`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ImageDatasetConfig {
+    pub dir: Option<PathBuf>,
+    pub train_samples: Option<usize>,
+    pub test_samples: Option<usize>,
+}
+
+/// Parameters of `cifar100`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Cifar100Config {
+    pub dir: Option<PathBuf>,
+    pub train_samples: Option<usize>,
+    pub test_samples: Option<usize>,
+    pub labels: Cifar100Labels,
+}
+
+/// Reads `dataset` from `dir` (default `<ctx.data_dir>/<name>`), keeps the first samples as
+/// asked, and puts both splits on `ctx.device`.
+pub fn load_image_dataset(
+    dataset: ImageDataset,
+    cfg: &ImageDatasetConfig,
+    params: &Params,
+    ctx: &DataContext,
+) -> Result<FederatedData> {
+    let dir = cfg.dir.clone().unwrap_or_else(|| dataset.default_dir(&ctx.data_dir));
+    let mut raw = dataset.read(&dir)?;
+    let limits = [
+        ("train_samples", "train", cfg.train_samples, &mut raw.train),
+        ("test_samples", "test", cfg.test_samples, &mut raw.test),
+    ];
+    for (key, which, keep, split) in limits {
+        if let Some(n) = keep {
+            let available = split.len();
+            split.keep_first(n, which).map_err(|_| {
+                params.invalid(&format!(
+                    "{key}: asked for the first {n} samples, but the {which} split in {} has {available}",
+                    dir.display()
+                ))
+            })?;
+        }
+    }
+    let norm = dataset.normalization();
+    Ok(FederatedData {
+        train: raw.train.to_dataset(norm, ctx.device),
+        test: raw.test.to_dataset(norm, ctx.device),
+        spec: DataSpec { input_shape: dataset.input_shape().to_vec(), classes: dataset.classes() as i64 },
+        natural_partition: None,
+    })
+}
+
+fn build_simple(dataset: ImageDataset, params: &Params, ctx: &DataContext) -> Result<FederatedData> {
+    let cfg: ImageDatasetConfig = params.parse()?;
+    load_image_dataset(dataset, &cfg, params, ctx)
+}
+
+inventory::submit! {
+    Component {
+        name: "mnist",
+        summary: "MNIST digits, 60k/10k 28x28 (IDX files in <data_dir>/mnist; params dir, train_samples, test_samples)",
+        paper: "LeCun et al., Gradient-based learning applied to document recognition, Proc. IEEE 1998",
+        defaults: defaults_of::<ImageDatasetConfig>,
+        build: Builder::Dataset(|p, ctx| build_simple(ImageDataset::Mnist, p, ctx)),
+        origin: module_path!(),
+    }
+}
+
+inventory::submit! {
+    Component {
+        name: "fashion-mnist",
+        summary: "Fashion-MNIST, 60k/10k 28x28 (IDX files in <data_dir>/fashion-mnist; params dir, train_samples, test_samples)",
+        paper: "Xiao et al., Fashion-MNIST: a novel image dataset for benchmarking machine learning algorithms, arXiv:1708.07747",
+        defaults: defaults_of::<ImageDatasetConfig>,
+        build: Builder::Dataset(|p, ctx| build_simple(ImageDataset::FashionMnist, p, ctx)),
+        origin: module_path!(),
+    }
+}
+
+inventory::submit! {
+    Component {
+        name: "cifar10",
+        summary: "CIFAR-10, 50k/10k 32x32 RGB (binary version in <data_dir>/cifar10; params dir, train_samples, test_samples)",
+        paper: "Krizhevsky, Learning multiple layers of features from tiny images, 2009",
+        defaults: defaults_of::<ImageDatasetConfig>,
+        build: Builder::Dataset(|p, ctx| build_simple(ImageDataset::Cifar10, p, ctx)),
+        origin: module_path!(),
+    }
+}
+
+inventory::submit! {
+    Component {
+        name: "cifar100",
+        summary: "CIFAR-100, 50k/10k 32x32 RGB (binary version in <data_dir>/cifar100; params dir, train_samples, test_samples, labels)",
+        paper: "Krizhevsky, Learning multiple layers of features from tiny images, 2009",
+        defaults: defaults_of::<Cifar100Config>,
+        build: Builder::Dataset(|p, ctx| {
+            let cfg: Cifar100Config = p.parse()?;
+            let simple = ImageDatasetConfig { dir: cfg.dir, train_samples: cfg.train_samples, test_samples: cfg.test_samples };
+            load_image_dataset(ImageDataset::Cifar100(cfg.labels), &simple, p, ctx)
+        }),
+        origin: module_path!(),
+    }
+}

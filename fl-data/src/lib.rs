@@ -1,0 +1,35 @@
+//! `fl-data`: datasets for the simulator. Readers of the official file formats (MNIST and
+//! Fashion-MNIST IDX, CIFAR-10/100 binary), their conversion into normalised device tensors,
+//! FedProx's synthetic data, the partitioners that split a training set among clients, and the
+//! fetchers and `info` behind `fl data fetch` / `fl data info`.
+//!
+//! Registered components: datasets `mnist`, `fashion-mnist`, `cifar10`, `cifar100`,
+//! `synthetic`; partitioners `iid`, `dirichlet`, `shards`. A binary must reference this crate
+//! (`use fl_data as _;`) for the registrations to survive linking.
+
+pub mod catalog;
+pub mod cifar;
+pub mod datasets;
+pub mod error;
+pub mod fetch;
+pub mod idx;
+pub mod info;
+pub mod mnist;
+pub mod partition;
+pub mod raw;
+pub mod synthetic;
+
+pub use catalog::{DATASET_NAMES, ImageDataset};
+pub use cifar::Cifar100Labels;
+pub use datasets::{Cifar100Config, ImageDatasetConfig, load_image_dataset};
+pub use error::{DataError, Result};
+pub use fetch::{FetchOutcome, fetch, fetch_cifar, fetch_fashion_mnist, fetch_mnist};
+pub use info::{DataState, DatasetInfo, info};
+pub use partition::{Dirichlet, DirichletConfig, Iid, Shards, ShardsConfig};
+pub use raw::{Normalization, RawImages, RawSplits};
+pub use synthetic::SyntheticConfig;
+
+/// The data directory used when none is given: `FL_DATA_DIR`, else `<user cache>/fl/data`.
+pub fn default_data_dir() -> std::path::PathBuf {
+    fl_build::data_dir()
+}

@@ -1,0 +1,47 @@
+//! The `iid` partitioner: a uniform random permutation of the samples, cut into `clients`
+//! contiguous pieces whose sizes differ by at most one.
+
+use fl_core::registry::{Builder, Component};
+use fl_core::rng::Rng;
+use fl_core::{Error, Partitioner, Result};
+use rand::seq::SliceRandom;
+
+use super::{Empty, check_args, sorted};
+
+/// Shuffle and split evenly: client c gets positions `⌊cN/C⌋ .. ⌊(c+1)N/C⌋` of the permutation.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Iid;
+
+impl Partitioner for Iid {
+    fn partition(&self, labels: &[i64], classes: i64, clients: usize, rng: &mut Rng) -> Result<Vec<Vec<i64>>> {
+        check_args("iid", labels, classes, clients)?;
+        let n = labels.len();
+        if clients > n {
+            return Err(Error::invalid(format!(
+                "iid partition: {clients} clients but only {n} samples; each client needs one"
+            )));
+        }
+        let mut order: Vec<i64> = (0..n as i64).collect();
+        order.shuffle(rng);
+        let bound = |c: usize| c * n / clients;
+        Ok(sorted((0..clients).map(|c| order[bound(c)..bound(c + 1)].to_vec()).collect()))
+    }
+}
+
+inventory::submit! {
+    Component {
+        name: "iid",
+        summary: "uniform random split, client sizes differing by at most one",
+        paper: "",
+        defaults: toml_empty,
+        build: Builder::Partitioner(|p| {
+            p.parse::<Empty>()?;
+            Ok(Box::new(Iid))
+        }),
+        origin: module_path!(),
+    }
+}
+
+fn toml_empty() -> fl_core::toml::Table {
+    fl_core::toml::Table::new()
+}

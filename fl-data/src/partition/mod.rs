@@ -1,0 +1,46 @@
+//! Partitioners: how a centralised training set is split among clients (fl-core's
+//! [`fl_core::Partitioner`]). Every partitioner gives each sample to exactly one client, draws
+//! all randomness from the `rng` it is handed, and returns each client's indices sorted.
+//!
+//! - [`Iid`] (`iid`): shuffle, then split as evenly as possible;
+//! - [`Dirichlet`] (`dirichlet`): per-class Dirichlet(α) proportions over clients (Hsu et al.
+//!   2019), in the PFNM / NIID-Bench / PFLlib form the papers used;
+//! - [`Shards`] (`shards`): McMahan et al. 2017's sort-by-label shards.
+
+mod dirichlet;
+mod iid;
+mod shards;
+
+pub use dirichlet::{Cap, Dirichlet, DirichletConfig};
+pub use iid::Iid;
+pub use shards::{Shards, ShardsConfig};
+
+use fl_core::{Error, Result};
+
+/// Checks the arguments every partitioner shares: at least one client and one class, labels
+/// in `0..classes`.
+fn check_args(who: &str, labels: &[i64], classes: i64, clients: usize) -> Result<()> {
+    if clients == 0 {
+        return Err(Error::invalid(format!("{who} partition: needs at least one client")));
+    }
+    if classes < 1 {
+        return Err(Error::invalid(format!("{who} partition: needs at least one class, got {classes}")));
+    }
+    if let Some((i, &l)) = labels.iter().enumerate().find(|(_, l)| !(0..classes).contains(*l)) {
+        return Err(Error::invalid(format!("{who} partition: label {l} of sample {i} is outside 0..{classes}")));
+    }
+    Ok(())
+}
+
+/// Sorts each client's list, the order the `Partitioner` contract promises.
+fn sorted(mut parts: Vec<Vec<i64>>) -> Vec<Vec<i64>> {
+    for p in &mut parts {
+        p.sort_unstable();
+    }
+    parts
+}
+
+/// A parameterless component's table: any key is an error.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Empty {}

@@ -1,0 +1,78 @@
+//! The `shards` partitioner of McMahan et al., "Communication-Efficient Learning of Deep
+//! Networks from Decentralized Data" (AISTATS 2017, §3): sort the samples by label, cut them
+//! into `clients × shards_per_client` shards of (nearly) equal size, and give every client
+//! `shards_per_client` shards drawn at random without replacement. With MNIST, 100 clients and
+//! 2 shards each (200 shards of 300), most clients see two digits.
+//!
+//! When the number of samples is not a multiple of the number of shards, shard s covers the
+//! sorted positions `⌊sN/S⌋ .. ⌊(s+1)N/S⌋`, so sizes differ by at most one and nothing is dropped.
+//! Samples of equal label keep their index order (a stable sort).
+
+use fl_core::registry::{Builder, Component, defaults_of};
+use fl_core::rng::Rng;
+use fl_core::{Error, Partitioner, Result};
+use rand::seq::SliceRandom;
+use serde::{Deserialize, Serialize};
+
+use super::{check_args, sorted};
+
+/// Parameters of `shards`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ShardsConfig {
+    pub shards_per_client: usize,
+}
+
+impl Default for ShardsConfig {
+    fn default() -> Self {
+        ShardsConfig { shards_per_client: 2 }
+    }
+}
+
+impl ShardsConfig {
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        if self.shards_per_client == 0 {
+            return Err("shards_per_client: must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Shards {
+    pub cfg: ShardsConfig,
+}
+
+impl Partitioner for Shards {
+    fn partition(&self, labels: &[i64], classes: i64, clients: usize, rng: &mut Rng) -> Result<Vec<Vec<i64>>> {
+        check_args("shards", labels, classes, clients)?;
+        let n = labels.len();
+        let per = self.cfg.shards_per_client;
+        let shards = clients * per;
+        if shards > n {
+            return Err(Error::invalid(format!(
+                "shards partition: {clients} clients x {per} shards_per_client = {shards} shards, but only {n} samples"
+            )));
+        }
+        let mut by_label: Vec<i64> = (0..n as i64).collect();
+        by_label.sort_by_key(|&i| labels[i as usize]);
+        let mut ids: Vec<usize> = (0..shards).collect();
+        ids.shuffle(rng);
+        let bound = |s: usize| s * n / shards;
+        let parts = ids
+            .chunks(per)
+            .map(|mine| mine.iter().flat_map(|&s| by_label[bound(s)..bound(s + 1)].iter().copied()).collect());
+        Ok(sorted(parts.collect()))
+    }
+}
+
+inventory::submit! {
+    Component {
+        name: "shards",
+        summary: "sort by label, cut into clients x shards_per_client shards, deal shards_per_client random shards to each client",
+        paper: "McMahan et al., Communication-Efficient Learning of Deep Networks from Decentralized Data, AISTATS 2017",
+        defaults: defaults_of::<ShardsConfig>,
+        build: Builder::Partitioner(|p| Ok(Box::new(Shards { cfg: p.parse_valid(ShardsConfig::validate)? }))),
+        origin: module_path!(),
+    }
+}

@@ -1,0 +1,240 @@
+//! Properties of the partitioners on random label vectors: every sample goes to exactly one
+//! client, the same seed gives the same split, and each scheme's own promise holds (even
+//! sizes, the Dirichlet limit α → ∞, label-aligned shards, the even-share cap, min_samples).
+
+mod common;
+
+use common::build_partitioner;
+use fl_core::Partitioner;
+use fl_core::rng::{Rng, stream};
+use fl_data::partition::Cap;
+use fl_data::{Dirichlet, DirichletConfig, Iid, Shards, ShardsConfig};
+use proptest::prelude::*;
+
+fn rng(seed: u64) -> Rng {
+    stream(seed, &[fl_core::rng::tag::PARTITION])
+}
+
+fn dirichlet(alpha: f64, min_samples: usize, cap: Cap) -> Dirichlet {
+    Dirichlet { cfg: DirichletConfig { alpha, min_samples, cap, max_draws: 1000 } }
+}
+
+/// Asserts the `Partitioner` contract: `clients` lists, each sorted, together a permutation of
+/// `0..n`.
+fn assert_exact_cover(parts: &[Vec<i64>], n: usize, clients: usize) {
+    assert_eq!(parts.len(), clients);
+    for p in parts {
+        assert!(p.windows(2).all(|w| w[0] < w[1]), "a client's list is not strictly ascending: {p:?}");
+    }
+    let mut all: Vec<i64> = parts.iter().flatten().copied().collect();
+    all.sort_unstable();
+    assert_eq!(all, (0..n as i64).collect::<Vec<_>>(), "not every sample assigned exactly once");
+}
+
+/// `hist[client][class]`.
+fn histograms(parts: &[Vec<i64>], labels: &[i64], classes: usize) -> Vec<Vec<usize>> {
+    parts
+        .iter()
+        .map(|p| {
+            let mut h = vec![0; classes];
+            for &i in p {
+                h[labels[i as usize] as usize] += 1;
+            }
+            h
+        })
+        .collect()
+}
+
+/// (labels, classes): 1..=12 classes, 1..600 samples.
+fn labels_strategy() -> impl Strategy<Value = (Vec<i64>, usize)> {
+    (1usize..=12).prop_flat_map(|classes| (prop::collection::vec(0..classes as i64, 1..600), Just(classes)))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn every_partitioner_assigns_each_sample_exactly_once(
+        (labels, classes) in labels_strategy(),
+        clients in 1usize..25,
+        log_alpha in -2.0f64..2.0,
+        min_samples in 0usize..4,
+        even_share in any::<bool>(),
+        per in 1usize..4,
+        seed in any::<u64>(),
+    ) {
+        let n = labels.len();
+        let c = classes as i64;
+        if clients <= n {
+            let parts = Iid.partition(&labels, c, clients, &mut rng(seed)).unwrap();
+            assert_exact_cover(&parts, n, clients);
+            let sizes: Vec<usize> = parts.iter().map(Vec::len).collect();
+            prop_assert!(sizes.iter().max().unwrap() - sizes.iter().min().unwrap() <= 1, "iid sizes {sizes:?}");
+        }
+        if clients * per <= n {
+            let parts = Shards { cfg: ShardsConfig { shards_per_client: per } }.partition(&labels, c, clients, &mut rng(seed)).unwrap();
+            assert_exact_cover(&parts, n, clients);
+        }
+        if clients * min_samples <= n {
+            let cap = if even_share { Cap::EvenShare } else { Cap::None };
+            // With a minimum, a low α can exhaust the draws; that is an error value, not a wrong split.
+            match dirichlet(10f64.powf(log_alpha), min_samples, cap).partition(&labels, c, clients, &mut rng(seed)) {
+                Ok(parts) => {
+                    assert_exact_cover(&parts, n, clients);
+                    prop_assert!(parts.iter().all(|p| p.len() >= min_samples));
+                }
+                Err(e) => prop_assert!(min_samples > 0 && e.to_string().contains("after 1000 draws"), "{e}"),
+            }
+        }
+    }
+
+    #[test]
+    fn same_seed_gives_the_same_partition(
+        (labels, classes) in labels_strategy(),
+        clients in 1usize..10,
+        seed in any::<u64>(),
+    ) {
+        prop_assume!(clients * 2 <= labels.len());
+        let c = classes as i64;
+        let schemes: [Box<dyn Partitioner>; 3] =
+            [Box::new(Iid), Box::new(Shards { cfg: ShardsConfig::default() }), Box::new(dirichlet(0.3, 0, Cap::EvenShare))];
+        for p in &schemes {
+            let a = p.partition(&labels, c, clients, &mut rng(seed)).unwrap();
+            let b = p.partition(&labels, c, clients, &mut rng(seed)).unwrap();
+            prop_assert_eq!(&a, &b);
+        }
+    }
+
+    /// With α = 10⁴ every client's class histogram is the global one up to sampling noise.
+    /// Bound: p ~ Dir(α·1_C) has Var(p_j) = (1/C)(1 − 1/C)/(Cα + 1) ≤ 1/(4(2α + 1)) for C ≥ 2,
+    /// so sd(p_j) ≤ 0.0036 and |p_j − 1/C| ≤ 0.025 is a 7-sd event (probability < 1e-11 per
+    /// check). Cutting at ⌊n_k · cumsum⌋ moves each count by less than one sample more on each
+    /// side. Hence |count_jk − n_k/C| ≤ 0.025·n_k + 2. (Without the cap, which is what makes
+    /// counts depend on earlier classes.)
+    #[test]
+    fn dirichlet_with_large_alpha_matches_the_global_class_mix(
+        (labels, classes) in labels_strategy(),
+        clients in 1usize..12,
+        seed in any::<u64>(),
+    ) {
+        let parts = dirichlet(1e4, 0, Cap::None).partition(&labels, classes as i64, clients, &mut rng(seed)).unwrap();
+        let global = histograms(&[(0..labels.len() as i64).collect()], &labels, classes).remove(0);
+        for (j, h) in histograms(&parts, &labels, classes).iter().enumerate() {
+            for (k, (&have, &nk)) in h.iter().zip(&global).enumerate() {
+                let expect = nk as f64 / clients as f64;
+                prop_assert!(
+                    (have as f64 - expect).abs() <= 0.025 * nk as f64 + 2.0,
+                    "client {j} class {k}: {have} samples, expected {expect:.1} of {nk}"
+                );
+            }
+        }
+    }
+
+    /// The even-share cap: a client stops receiving classes once it holds N/C samples, so it
+    /// never ends with more than N/C plus the largest class.
+    #[test]
+    fn dirichlet_even_share_cap_bounds_client_sizes(
+        (labels, classes) in labels_strategy(),
+        clients in 1usize..12,
+        log_alpha in -2.0f64..1.0,
+        seed in any::<u64>(),
+    ) {
+        let parts = dirichlet(10f64.powf(log_alpha), 0, Cap::EvenShare).partition(&labels, classes as i64, clients, &mut rng(seed)).unwrap();
+        let largest_class = (0..classes as i64).map(|k| labels.iter().filter(|&&l| l == k).count()).max().unwrap();
+        let bound = labels.len() as f64 / clients as f64 + largest_class as f64;
+        prop_assert!(parts.iter().all(|p| (p.len() as f64) < bound));
+    }
+
+    /// When every class fills a whole number of shards, each shard holds one label, so a client
+    /// sees at most `shards_per_client` labels, and holds exactly that many shards' samples.
+    #[test]
+    fn shards_aligned_with_classes_give_at_most_shards_per_client_labels(
+        clients in 1usize..15,
+        per in 1usize..4,
+        shard_size in 1usize..20,
+        classes in 1usize..10,
+        seed in any::<u64>(),
+    ) {
+        let shards = clients * per;
+        // Deal the shards to classes round-robin, then list the labels sorted by class.
+        let mut labels: Vec<i64> = (0..shards).flat_map(|s| std::iter::repeat_n((s % classes) as i64, shard_size)).collect();
+        // Scramble sample order deterministically; the partitioner sorts by label itself.
+        labels.reverse();
+        let parts = Shards { cfg: ShardsConfig { shards_per_client: per } }.partition(&labels, classes as i64, clients, &mut rng(seed)).unwrap();
+        assert_exact_cover(&parts, labels.len(), clients);
+        for (j, h) in histograms(&parts, &labels, classes).iter().enumerate() {
+            let distinct = h.iter().filter(|&&n| n > 0).count();
+            prop_assert!(distinct <= per, "client {j} has {distinct} labels with {per} shards: {h:?}");
+            prop_assert!(h.iter().all(|&n| n % shard_size == 0));
+            prop_assert_eq!(h.iter().sum::<usize>(), per * shard_size);
+        }
+    }
+}
+
+#[test]
+fn dirichlet_min_samples_is_met_on_a_skewed_split() {
+    // 2,000 samples, 10 balanced classes, 20 clients, α = 0.1: a single draw often leaves a
+    // client below 10 samples; the redraws must end with all at 10 or more.
+    let labels: Vec<i64> = (0..2000).map(|i| i % 10).collect();
+    let parts = dirichlet(0.1, 10, Cap::EvenShare).partition(&labels, 10, 20, &mut rng(1)).unwrap();
+    assert_exact_cover(&parts, labels.len(), 20);
+    assert!(parts.iter().all(|p| p.len() >= 10), "{:?}", parts.iter().map(Vec::len).collect::<Vec<_>>());
+    // And the split is skewed: on average a client's largest class holds most of its samples.
+    let hist = histograms(&parts, &labels, 10);
+    let top_share: f64 =
+        hist.iter().map(|h| *h.iter().max().unwrap() as f64 / h.iter().sum::<usize>() as f64).sum::<f64>() / 20.0;
+    assert!(top_share > 0.5, "mean share of the top class {top_share}");
+}
+
+#[test]
+fn impossible_requests_are_clear_errors() {
+    let labels: Vec<i64> = (0..30).map(|i| i % 3).collect();
+    let err = Iid.partition(&labels, 3, 31, &mut rng(0)).unwrap_err().to_string();
+    assert!(err.contains("31 clients but only 30 samples"), "{err}");
+    let err = Shards { cfg: ShardsConfig { shards_per_client: 2 } }
+        .partition(&labels, 3, 16, &mut rng(0))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("32 shards, but only 30 samples"), "{err}");
+    let err = dirichlet(0.5, 10, Cap::EvenShare).partition(&labels, 3, 4, &mut rng(0)).unwrap_err().to_string();
+    assert!(err.contains("needs 40 samples, only 30 exist"), "{err}");
+    // One class and a tiny α: nearly every draw puts everything on one client.
+    let one_class = vec![0i64; 100];
+    let d = Dirichlet { cfg: DirichletConfig { alpha: 1e-3, min_samples: 10, cap: Cap::None, max_draws: 20 } };
+    let err = d.partition(&one_class, 1, 5, &mut rng(0)).unwrap_err().to_string();
+    assert!(err.contains("after 20 draws") && err.contains("min_samples = 10"), "{err}");
+    let err = Iid.partition(&[0, 5], 3, 1, &mut rng(0)).unwrap_err().to_string();
+    assert!(err.contains("label 5 of sample 1 is outside 0..3"), "{err}");
+    let err = Iid.partition(&labels, 3, 0, &mut rng(0)).unwrap_err().to_string();
+    assert!(err.contains("at least one client"), "{err}");
+}
+
+#[test]
+fn dirichlet_with_tiny_alpha_still_assigns_everything() {
+    // α = 1e-4: Gamma draws underflow to 0 for most clients; the one-hot fallback keeps the
+    // split valid.
+    let labels: Vec<i64> = (0..500).map(|i| i % 5).collect();
+    for cap in [Cap::EvenShare, Cap::None] {
+        let parts = dirichlet(1e-4, 0, cap).partition(&labels, 5, 7, &mut rng(3)).unwrap();
+        assert_exact_cover(&parts, 500, 7);
+    }
+}
+
+#[test]
+fn registered_partitioners_parse_their_parameters_strictly() {
+    let labels: Vec<i64> = (0..100).map(|i| i % 10).collect();
+    let p = build_partitioner("dirichlet", "alpha = 0.3\nmin_samples = 5\ncap = \"none\"").unwrap();
+    assert_exact_cover(&p.partition(&labels, 10, 4, &mut rng(0)).unwrap(), 100, 4);
+    let p = build_partitioner("shards", "shards_per_client = 3").unwrap();
+    assert_exact_cover(&p.partition(&labels, 10, 4, &mut rng(0)).unwrap(), 100, 4);
+    let p = build_partitioner("iid", "").unwrap();
+    assert_exact_cover(&p.partition(&labels, 10, 4, &mut rng(0)).unwrap(), 100, 4);
+    let err = build_partitioner("dirichlet", "alpha = 0.0").err().unwrap().to_string();
+    assert!(err.contains("partition.alpha") && err.contains("> 0"), "{err}");
+    let err = build_partitioner("dirichlet", "cap = \"sometimes\"").err().unwrap().to_string();
+    assert!(err.contains("partition.cap"), "{err}");
+    let err = build_partitioner("iid", "alpha = 1.0").err().unwrap().to_string();
+    assert!(err.contains("alpha"), "{err}");
+    let err = build_partitioner("shards", "shards_per_client = 0").err().unwrap().to_string();
+    assert!(err.contains("partition.shards_per_client"), "{err}");
+}
