@@ -1,0 +1,64 @@
+//! Coverage mean: each element is averaged over the clients that trained it,
+//! `x_e ← x_e + Σ_i p_i m_ie Δ_ie / Σ_i p_i m_ie`; an element no client covered keeps its
+//! value. This is HeteroFL's and RA-Fed's aggregation for partial (masked) models.
+
+use fl_core::registry::{Builder, Component, defaults_of};
+use fl_core::tch::{Kind, Tensor};
+use fl_core::{AggregateCtx, Aggregator, ClientUpdate, ParamSet, Result};
+use serde::{Deserialize, Serialize};
+
+use super::weighted_mean::{Weighting, normalised_weights};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct CoverageMeanConfig {
+    pub weighting: Weighting,
+}
+
+pub struct CoverageMean {
+    cfg: CoverageMeanConfig,
+}
+
+impl CoverageMean {
+    pub fn new(cfg: CoverageMeanConfig) -> Self {
+        CoverageMean { cfg }
+    }
+}
+
+impl Aggregator for CoverageMean {
+    fn aggregate(&mut self, global: &ParamSet, updates: &[ClientUpdate], ctx: &AggregateCtx) -> Result<ParamSet> {
+        let p = normalised_weights(updates, ctx, self.cfg.weighting, false)?;
+        let shapes = global.shapes();
+        let device = global.tensors()[0].device();
+        let zeros = || shapes.iter().map(|s| Tensor::zeros(&s[..], (Kind::Float, device))).collect::<Vec<_>>();
+        let (mut num, mut den) = (zeros(), zeros());
+        for (u, w) in updates.iter().zip(&p) {
+            // Deltas are already zero outside the mask, so only the denominator needs it.
+            for ((n, d), (delta, m)) in
+                num.iter_mut().zip(den.iter_mut()).zip(u.delta.tensors().iter().zip(u.mask.dense(&shapes, device)))
+            {
+                *n = &*n + delta * *w;
+                *d = &*d + m * *w;
+            }
+        }
+        let mut i = 0;
+        Ok(global.map(|x| {
+            // Uncovered elements have a zero numerator; dividing them by 1 keeps x unchanged.
+            let den_safe = den[i].where_self(&den[i].gt(0.0), &Tensor::ones_like(&den[i]));
+            let step = &num[i] / den_safe;
+            i += 1;
+            x + step
+        }))
+    }
+}
+
+inventory::submit! {
+    Component {
+        name: "coverage-mean",
+        summary: "each element averaged over the clients that trained it; uncovered elements keep their value",
+        paper: "Diao et al., HeteroFL, ICLR 2021; Wang et al., KDD 2023",
+        defaults: defaults_of::<CoverageMeanConfig>,
+        build: Builder::Aggregator(|p| Ok(Box::new(CoverageMean::new(p.parse()?)))),
+        origin: module_path!(),
+    }
+}

@@ -1,0 +1,6 @@
+//! Aggregators of the baselines.
+
+pub mod buffered;
+pub mod coverage_mean;
+pub mod mixing;
+pub mod weighted_mean;

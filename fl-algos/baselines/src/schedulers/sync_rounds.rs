@@ -1,0 +1,98 @@
+//! Synchronous rounds (FedAvg): each round samples a share of the clients uniformly without
+//! replacement, waits for all of them, aggregates, and starts the next round. A round lasts as
+//! long as its slowest client.
+
+use fl_core::registry::{Builder, Component, defaults_of};
+use fl_core::{Result, SchedCtx, Scheduler};
+use rand::seq::index;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SyncRoundsConfig {
+    pub rounds: u64,
+    /// Share of clients sampled each round (at least one).
+    pub fraction: f64,
+    /// If set, exactly this many clients per round (overrides `fraction`).
+    pub clients_per_round: Option<usize>,
+}
+
+impl Default for SyncRoundsConfig {
+    fn default() -> Self {
+        SyncRoundsConfig { rounds: 100, fraction: 1.0, clients_per_round: None }
+    }
+}
+
+impl SyncRoundsConfig {
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        if self.rounds == 0 {
+            return Err("rounds: expected at least 1".into());
+        }
+        if !(self.fraction > 0.0 && self.fraction <= 1.0) {
+            return Err(format!("fraction: expected a value in (0, 1], got {}", self.fraction));
+        }
+        if self.clients_per_round == Some(0) {
+            return Err("clients_per_round: expected at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+pub struct SyncRounds {
+    cfg: SyncRoundsConfig,
+    round: u64,
+    awaiting: usize,
+}
+
+impl SyncRounds {
+    pub fn new(cfg: SyncRoundsConfig) -> Self {
+        SyncRounds { cfg, round: 0, awaiting: 0 }
+    }
+
+    fn start_round(&mut self, ctx: &mut SchedCtx) -> Result<()> {
+        let n = ctx.num_clients();
+        let m =
+            self.cfg.clients_per_round.unwrap_or_else(|| (self.cfg.fraction * n as f64).round() as usize).clamp(1, n);
+        let chosen = index::sample(ctx.rng(), n, m).into_vec();
+        for c in chosen {
+            ctx.dispatch(c)?;
+        }
+        self.awaiting = m;
+        Ok(())
+    }
+}
+
+impl Scheduler for SyncRounds {
+    fn on_start(&mut self, ctx: &mut SchedCtx) -> Result<()> {
+        self.start_round(ctx)
+    }
+
+    fn on_arrival(&mut self, ctx: &mut SchedCtx, _client: usize) -> Result<()> {
+        self.awaiting -= 1;
+        if self.awaiting > 0 {
+            return Ok(());
+        }
+        ctx.aggregate()?;
+        self.round += 1;
+        if self.round >= self.cfg.rounds {
+            ctx.stop();
+            return Ok(());
+        }
+        self.start_round(ctx)
+    }
+
+    fn planned_aggregations(&self) -> Option<u64> {
+        Some(self.cfg.rounds)
+    }
+}
+
+inventory::submit! {
+    Component {
+        name: "sync-rounds",
+        summary: "synchronous rounds: sample a share of clients, wait for all, aggregate",
+        paper: "McMahan et al., AISTATS 2017",
+        defaults: defaults_of::<SyncRoundsConfig>,
+        build: Builder::Scheduler(|p| Ok(Box::new(SyncRounds::new(p.parse_valid(SyncRoundsConfig::validate)?)))),
+        origin: module_path!(),
+    }
+}

@@ -1,0 +1,124 @@
+//! The basic staleness weights of asynchronous FL, as functions of the staleness `s` in
+//! global model versions: polynomial `(1+s)^−a` and hinge (FedAsync), exponential `e^{−a s}`,
+//! and `1/√(1+s)` (FedBuff).
+
+use fl_core::registry::{Builder, Component, defaults_of};
+use fl_core::{StalenessCtx, StalenessFn};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Polynomial {
+    pub a: f64,
+}
+
+impl Default for Polynomial {
+    fn default() -> Self {
+        Polynomial { a: 0.5 }
+    }
+}
+
+impl StalenessFn for Polynomial {
+    fn weight(&mut self, ctx: &StalenessCtx) -> f64 {
+        (1.0 + ctx.versions as f64).powf(-self.a)
+    }
+}
+
+/// 1 while `s ≤ b`, then `1 / (a (s − b) + 1)`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Hinge {
+    pub a: f64,
+    pub b: f64,
+}
+
+impl Default for Hinge {
+    fn default() -> Self {
+        Hinge { a: 10.0, b: 4.0 }
+    }
+}
+
+impl StalenessFn for Hinge {
+    fn weight(&mut self, ctx: &StalenessCtx) -> f64 {
+        let s = ctx.versions as f64;
+        if s <= self.b { 1.0 } else { 1.0 / (self.a * (s - self.b) + 1.0) }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Exponential {
+    pub a: f64,
+}
+
+impl Default for Exponential {
+    fn default() -> Self {
+        Exponential { a: 0.5 }
+    }
+}
+
+impl StalenessFn for Exponential {
+    fn weight(&mut self, ctx: &StalenessCtx) -> f64 {
+        (-self.a * ctx.versions as f64).exp()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InverseSqrt {}
+
+impl StalenessFn for InverseSqrt {
+    fn weight(&mut self, ctx: &StalenessCtx) -> f64 {
+        1.0 / (1.0 + ctx.versions as f64).sqrt()
+    }
+}
+
+fn non_negative(name: &str, v: f64) -> std::result::Result<(), String> {
+    if v >= 0.0 { Ok(()) } else { Err(format!("{name}: expected a non-negative number, got {v}")) }
+}
+
+inventory::submit! {
+    Component {
+        name: "polynomial",
+        summary: "(1 + s)^−a",
+        paper: "Xie et al., arXiv:1903.03934",
+        defaults: defaults_of::<Polynomial>,
+        build: Builder::Staleness(|p| Ok(Box::new(p.parse_valid(|c: &Polynomial| non_negative("a", c.a))?))),
+        origin: module_path!(),
+    }
+}
+
+inventory::submit! {
+    Component {
+        name: "hinge",
+        summary: "1 if s ≤ b, else 1 / (a (s − b) + 1)",
+        paper: "Xie et al., arXiv:1903.03934",
+        defaults: defaults_of::<Hinge>,
+        build: Builder::Staleness(|p| {
+            Ok(Box::new(p.parse_valid(|c: &Hinge| non_negative("a", c.a).and(non_negative("b", c.b)))?))
+        }),
+        origin: module_path!(),
+    }
+}
+
+inventory::submit! {
+    Component {
+        name: "exponential",
+        summary: "e^(−a s)",
+        paper: "",
+        defaults: defaults_of::<Exponential>,
+        build: Builder::Staleness(|p| Ok(Box::new(p.parse_valid(|c: &Exponential| non_negative("a", c.a))?))),
+        origin: module_path!(),
+    }
+}
+
+inventory::submit! {
+    Component {
+        name: "inv-sqrt",
+        summary: "1 / sqrt(1 + s)",
+        paper: "Nguyen et al., AISTATS 2022",
+        defaults: defaults_of::<InverseSqrt>,
+        build: Builder::Staleness(|p| Ok(Box::new(p.parse::<InverseSqrt>()?))),
+        origin: module_path!(),
+    }
+}

@@ -1,0 +1,180 @@
+//! Golden tests of the baseline aggregators against hand-computed numbers, and a conformance
+//! suite every registered aggregator must pass.
+
+use fl_algo_baselines::{
+    AsyncMix, AsyncMixConfig, BufferedMean, BufferedMeanConfig, CoverageMean, CoverageMeanConfig, Polynomial,
+    WeightedMean, WeightedMeanConfig, Weighting,
+};
+use fl_core::registry::{Builder, Kind, Params, Registry};
+use fl_core::tch::Tensor;
+use fl_core::{
+    AggregateCtx, Aggregator, ClientUpdate, Mask, ParamSet, Staleness, StalenessCtx, StalenessFn, StructuredMask,
+};
+
+fn set(values: &[&[f32]]) -> ParamSet {
+    let names = (0..values.len()).map(|i| format!("p{i}")).collect();
+    ParamSet::new(names, values.iter().map(|v| Tensor::from_slice(v)).collect()).unwrap()
+}
+
+fn values(p: &ParamSet) -> Vec<Vec<f32>> {
+    p.tensors().iter().map(|t| Vec::<f32>::try_from(&t.flatten(0, -1)).unwrap()).collect()
+}
+
+fn update(base: &ParamSet, delta: ParamSet, mask: Mask, samples: usize, base_version: u64) -> ClientUpdate {
+    ClientUpdate {
+        client: 0,
+        job: 0,
+        base_version,
+        base: base.shallow_clone(),
+        mask,
+        delta,
+        samples,
+        train_loss: 0.0,
+        dispatched_at: 0,
+        arrived_at: 0,
+    }
+}
+
+fn fresh(n: usize) -> Vec<Staleness> {
+    vec![Staleness { versions: 0, seconds: 0.0, weight: 1.0 }; n]
+}
+
+fn aggregate(
+    agg: &mut dyn Aggregator,
+    global: &ParamSet,
+    updates: &[ClientUpdate],
+    staleness: &[Staleness],
+) -> Vec<Vec<f32>> {
+    let ctx = AggregateCtx { version: 3, now: 0, staleness };
+    values(&agg.aggregate(global, updates, &ctx).unwrap())
+}
+
+fn assert_close(got: &[Vec<f32>], want: &[Vec<f32>]) {
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(want) {
+        assert_eq!(g.len(), w.len());
+        for (a, b) in g.iter().zip(w) {
+            assert!((a - b).abs() < 1e-6, "got {got:?}, want {want:?}");
+        }
+    }
+}
+
+#[test]
+fn weighted_mean_by_samples_uniform_and_server_lr() {
+    // x = [1, 2]; A: n=1, Δ=[1, 0]; B: n=3, Δ=[-1, 4].
+    // Samples: p = [1/4, 3/4], step = [1/4 - 3/4, 3] = [-0.5, 3] → [0.5, 5].
+    // Uniform: p = [1/2, 1/2], step = [0, 2] → [1, 4]. Samples with η = 0.5 → [0.75, 3.5].
+    let x = set(&[&[1.0, 2.0]]);
+    let ups = [update(&x, set(&[&[1.0, 0.0]]), Mask::Full, 1, 3), update(&x, set(&[&[-1.0, 4.0]]), Mask::Full, 3, 3)];
+    let mut samples = WeightedMean::new(WeightedMeanConfig::default());
+    assert_close(&aggregate(&mut samples, &x, &ups, &fresh(2)), &[vec![0.5, 5.0]]);
+    let mut uniform = WeightedMean::new(WeightedMeanConfig { weighting: Weighting::Uniform, ..Default::default() });
+    assert_close(&aggregate(&mut uniform, &x, &ups, &fresh(2)), &[vec![1.0, 4.0]]);
+    let mut half = WeightedMean::new(WeightedMeanConfig { server_lr: 0.5, ..Default::default() });
+    assert_close(&aggregate(&mut half, &x, &ups, &fresh(2)), &[vec![0.75, 3.5]]);
+}
+
+#[test]
+fn coverage_mean_keeps_uncovered_elements() {
+    // x = [1, 2, 3]; A: n=1, mask [1,1,0], Δ=[2, 4, 0]; B: n=3, mask [1,0,0], Δ=[-2, 0, 0].
+    // den = [1/4 + 3/4, 1/4, 0], num = [2/4 - 6/4, 4/4, 0] → step = [-1, 4, 0] → [0, 6, 3].
+    let x = set(&[&[1.0, 2.0, 3.0]]);
+    let m = |v: &[f32]| Mask::Elementwise(vec![Some(Tensor::from_slice(v))]);
+    let ups = [
+        update(&x, set(&[&[2.0, 4.0, 0.0]]), m(&[1.0, 1.0, 0.0]), 1, 3),
+        update(&x, set(&[&[-2.0, 0.0, 0.0]]), m(&[1.0, 0.0, 0.0]), 3, 3),
+    ];
+    let mut agg = CoverageMean::new(CoverageMeanConfig::default());
+    assert_close(&aggregate(&mut agg, &x, &ups, &fresh(2)), &[vec![0.0, 6.0, 3.0]]);
+}
+
+#[test]
+fn coverage_mean_with_a_structured_row_mask() {
+    // W = [[1,1],[1,1]]; A trains row 0 only (Δ=[[1,1],[0,0]]), B the whole tensor (Δ=3).
+    // Uniform weights: row 0 = 1 + (1+3)/2 = 3, row 1 = 1 + 3 = 4.
+    let x = ParamSet::new(vec!["w".into()], vec![Tensor::ones([2, 2], fl_core::tch::kind::FLOAT_CPU)]).unwrap();
+    let row0 = Mask::Structured(StructuredMask::new(vec![vec![Some(vec![0]), None]]));
+    let da =
+        ParamSet::new(vec!["w".into()], vec![Tensor::from_slice(&[1.0f32, 1.0, 0.0, 0.0]).reshape([2, 2])]).unwrap();
+    let db = ParamSet::new(vec!["w".into()], vec![Tensor::full([2, 2], 3.0, fl_core::tch::kind::FLOAT_CPU)]).unwrap();
+    let ups = [update(&x, da, row0, 1, 3), update(&x, db, Mask::Full, 1, 3)];
+    let mut agg = CoverageMean::new(CoverageMeanConfig { weighting: Weighting::Uniform });
+    assert_close(&aggregate(&mut agg, &x, &ups, &fresh(2)), &[vec![3.0, 3.0, 4.0, 4.0]]);
+}
+
+#[test]
+fn fedasync_mixing_with_polynomial_staleness() {
+    // α = 0.6, a = 0.5. First arrival: staleness 3 → s = 4^-0.5 = 0.5 → α_t = 0.3;
+    // x = [1, 1], x_new = [0,0] + [2, 4] → 0.7·[1,1] + 0.3·[2,4] = [1.3, 1.9].
+    // Second arrival: staleness 0 → α_t = 0.6, x_new = [1,1] + [1,-1] = [2, 0]
+    // → 0.4·[1.3, 1.9] + 0.6·[2, 0] = [1.72, 0.76].
+    let x = set(&[&[1.0, 1.0]]);
+    let base0 = set(&[&[0.0, 0.0]]);
+    let ups =
+        [update(&base0, set(&[&[2.0, 4.0]]), Mask::Full, 5, 0), update(&x, set(&[&[1.0, -1.0]]), Mask::Full, 5, 3)];
+    let mut poly = Polynomial { a: 0.5 };
+    let staleness: Vec<Staleness> = ups
+        .iter()
+        .map(|u| {
+            let versions = 3 - u.base_version;
+            let weight = poly.weight(&StalenessCtx { versions, seconds: 0.0, update: u, global: &x });
+            Staleness { versions, seconds: 0.0, weight }
+        })
+        .collect();
+    assert_eq!(staleness[0].weight, 0.5);
+    let mut agg = AsyncMix::new(AsyncMixConfig { alpha: 0.6 });
+    assert_close(&aggregate(&mut agg, &x, &ups[..1], &staleness[..1]), &[vec![1.3, 1.9]]);
+    assert_close(&aggregate(&mut agg, &x, &ups, &staleness), &[vec![1.72, 0.76]]);
+}
+
+#[test]
+fn fedbuff_buffered_step() {
+    // K = 2, x = [1, 1]; Δ1 = [2, 0] at staleness 0 (w = 1), Δ2 = [0, 4] at staleness 3
+    // (w = 1/√4 = 0.5): x + η/2 (Δ1 + 0.5 Δ2) = [1,1] + η [1, 1] → [2, 2] (η = 1), [1.5, 1.5] (η = 0.5).
+    let x = set(&[&[1.0, 1.0]]);
+    let ups = [update(&x, set(&[&[2.0, 0.0]]), Mask::Full, 1, 3), update(&x, set(&[&[0.0, 4.0]]), Mask::Full, 1, 0)];
+    let staleness = [
+        Staleness { versions: 0, seconds: 0.0, weight: 1.0 },
+        Staleness { versions: 3, seconds: 0.0, weight: 1.0 / (1.0f64 + 3.0).sqrt() },
+    ];
+    let mut agg = BufferedMean::new(BufferedMeanConfig::default());
+    assert_close(&aggregate(&mut agg, &x, &ups, &staleness), &[vec![2.0, 2.0]]);
+    let mut half = BufferedMean::new(BufferedMeanConfig { server_lr: 0.5 });
+    assert_close(&aggregate(&mut half, &x, &ups, &staleness), &[vec![1.5, 1.5]]);
+}
+
+/// Aggregators whose result must not depend on the order of the updates, and that return a
+/// single fresh full-mask update's model unchanged (with their default parameters).
+const MEAN_LIKE: [&str; 3] = ["weighted-mean", "coverage-mean", "buffered-mean"];
+
+#[test]
+fn every_registered_aggregator_conforms() {
+    let registry = Registry::get().unwrap();
+    let x = set(&[&[1.0, -2.0, 0.5], &[3.0]]);
+    let delta_a = || set(&[&[0.5, 1.0, -1.0], &[2.0]]);
+    let delta_b = || set(&[&[-1.5, 0.0, 2.0], &[-1.0]]);
+    let a = || update(&x, delta_a(), Mask::Full, 2, 3);
+    let b = || update(&x, delta_b(), Mask::Full, 5, 3);
+    let client_model = values(&a().new_params());
+    let dist = |m: &[Vec<f32>]| -> f32 {
+        m.iter().flatten().zip(client_model.iter().flatten()).map(|(p, q)| (p - q).powi(2)).sum()
+    };
+    let mut names = Vec::new();
+    for c in registry.components(Kind::Aggregator) {
+        let Builder::Aggregator(build) = c.build else { unreachable!("registry keys builders by kind") };
+        let make = || build(&Params::new("test", "aggregator", fl_core::toml::Table::new())).unwrap();
+        let one = aggregate(&mut *make(), &x, &[a()], &fresh(1));
+        assert!(one.iter().flatten().all(|v| v.is_finite()), "{}: non-finite output", c.name);
+        assert!(dist(&one) < dist(&values(&x)), "{}: a single update must move towards the client model", c.name);
+        if MEAN_LIKE.contains(&c.name) {
+            assert_close(&one, &client_model);
+            let ab = aggregate(&mut *make(), &x, &[a(), b()], &fresh(2));
+            let ba = aggregate(&mut *make(), &x, &[b(), a()], &fresh(2));
+            assert_close(&ab, &ba);
+        }
+        names.push(c.name);
+    }
+    for expected in MEAN_LIKE.iter().chain(&["async-mix"]) {
+        assert!(names.contains(expected), "aggregator `{expected}` is not registered (have {names:?})");
+    }
+}

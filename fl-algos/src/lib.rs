@@ -1,0 +1,4 @@
+//! Umbrella crate: links every algorithm plugin of the workspace, so a binary that depends on
+//! it gets all their registrations.
+
+pub use fl_algo_baselines as baselines;
