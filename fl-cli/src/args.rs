@@ -1,0 +1,61 @@
+//! Command-line arguments.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "fl",
+    version,
+    about = "Federated learning under resource heterogeneity and asynchrony: simulate, list, fetch data"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run an experiment file.
+    Run(RunArgs),
+    /// List every registered component by kind, with parameters and defaults.
+    List {
+        /// Only this kind (dataset, partition, model, trainer, mask, scheduler, aggregator, staleness, method).
+        kind: Option<String>,
+    },
+    /// Datasets: fetch into the data cache, or show what is there.
+    Data {
+        #[command(subcommand)]
+        command: DataCommand,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The experiment TOML file.
+    pub file: PathBuf,
+    /// Output directory (default: runs/<experiment name>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Compute device: cpu, cuda, cuda:N or auto.
+    #[arg(long, default_value = "auto")]
+    pub device: String,
+    /// Client jobs trained concurrently (default: the number of CPU cores).
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Override the experiment's seed.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// No progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DataCommand {
+    /// Download a dataset into the data cache (FL_DATA_DIR overrides its location).
+    Fetch { name: String },
+    /// Where a dataset is looked for, whether it is there, and its sizes.
+    Info { name: String },
+}

@@ -1,0 +1,82 @@
+//! `fl run FILE`: parse, build, simulate, write the run directory.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use fl_core::tch::{Cuda, Device};
+use fl_core::{Experiment, RunOptions};
+use serde_json::json;
+
+use crate::args::RunArgs;
+use crate::progress::Progress;
+use crate::run_dir::RunDir;
+
+pub fn run(args: &RunArgs) -> Result<()> {
+    let mut experiment = Experiment::from_file(&args.file)?;
+    if let Some(seed) = args.seed {
+        experiment.seed = seed;
+    }
+    let device = parse_device(&args.device)?;
+    let workers = args.workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    if workers == 0 {
+        bail!("--workers: expected at least 1");
+    }
+    let out = args.out.clone().unwrap_or_else(|| PathBuf::from("runs").join(&experiment.name));
+    let opts = RunOptions { device, workers, data_dir: fl_build::data_dir() };
+    let mut sim = experiment.build(&opts)?;
+    let manifest = json!({
+        "experiment": experiment.name,
+        "file": args.file.display().to_string(),
+        "seed": experiment.seed,
+        "device": format!("{device:?}"),
+        "workers": workers,
+        "git_revision": git_revision(),
+        "libtorch": "2.11.0",
+        "tch": "0.24.0",
+        "cuda_available": Cuda::is_available(),
+        "fl_version": env!("CARGO_PKG_VERSION"),
+    });
+    let mut run_dir = RunDir::create(&out, &experiment.resolved_toml()?, manifest)?;
+    let summary = {
+        let mut progress = Progress::new(sim.planned_aggregations(), args.quiet, &mut run_dir);
+        let summary = sim.run(&mut progress).with_context(|| format!("running {}", args.file.display()))?;
+        progress.finish();
+        summary
+    };
+    run_dir.finish(&summary)?;
+    println!(
+        "final accuracy {:.4} (best {:.4}) after {} aggregations, {:.1} virtual s, {:.1} wall s\nresults: {}",
+        summary.final_accuracy,
+        summary.best_accuracy,
+        summary.aggregations,
+        summary.virtual_time_s,
+        run_dir.wall_time_s(),
+        run_dir.path().display()
+    );
+    Ok(())
+}
+
+fn parse_device(s: &str) -> Result<Device> {
+    match s {
+        "cpu" => Ok(Device::Cpu),
+        "auto" => Ok(Device::cuda_if_available()),
+        "cuda" => cuda(0),
+        other => match other.strip_prefix("cuda:").and_then(|i| i.parse().ok()) {
+            Some(i) => cuda(i),
+            None => bail!("--device: expected cpu, cuda, cuda:N or auto, got `{other}`"),
+        },
+    }
+}
+
+fn cuda(index: usize) -> Result<Device> {
+    let count = Cuda::device_count() as usize;
+    if index >= count {
+        bail!("--device cuda:{index}: {count} CUDA device(s) available");
+    }
+    Ok(Device::Cuda(index))
+}
+
+fn git_revision() -> Option<String> {
+    let out = std::process::Command::new("git").args(["rev-parse", "HEAD"]).output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}

@@ -1,0 +1,200 @@
+//! End-to-end tests of the `fl` binary: registry listing, config errors, determinism across
+//! worker counts, and accuracy on the real MNIST test set (fetched by `cargo xtask setup`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn fl(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_fl")).args(args).current_dir(workspace()).output().expect("fl runs")
+}
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Runs an experiment into a fresh directory and returns its summary.
+fn run(file: &Path, extra: &[&str]) -> (tempfile::TempDir, serde_json::Value) {
+    let out = tempfile::tempdir().unwrap();
+    let mut args = vec!["run", file.to_str().unwrap(), "--quiet", "--out", out.path().to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let o = fl(&args);
+    assert!(o.status.success(), "fl run {} failed:\n{}", file.display(), stderr(&o));
+    let summary = std::fs::read_to_string(out.path().join("summary.json")).unwrap();
+    (out, serde_json::from_str(&summary).unwrap())
+}
+
+fn mnist_present() {
+    let dir = fl_build::data_dir().join("mnist");
+    assert!(
+        dir.join("train-images-idx3-ubyte").exists(),
+        "MNIST is not in {}; run `cargo xtask setup` (or `fl data fetch mnist`)",
+        dir.display()
+    );
+}
+
+#[test]
+fn list_shows_every_baseline_component() {
+    let o = fl(&["list"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    for name in [
+        "fedavg",
+        "fedprox",
+        "fedasync",
+        "fedbuff",
+        "sync-rounds",
+        "async",
+        "weighted-mean",
+        "coverage-mean",
+        "async-mix",
+        "buffered-mean",
+        "constant",
+        "polynomial",
+        "hinge",
+        "exponential",
+        "inv-sqrt",
+        "full",
+        "sgd",
+        "mlp",
+        "lenet5",
+        "mnist",
+        "fashion-mnist",
+        "cifar10",
+        "cifar100",
+        "synthetic",
+        "iid",
+        "dirichlet",
+        "shards",
+    ] {
+        assert!(text.lines().any(|l| l.split_whitespace().next() == Some(name)), "`fl list` lacks `{name}`:\n{text}");
+    }
+    assert!(text.contains("prox_mu = 0.0"), "parameters with defaults are listed");
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+const BASE: &str = "clients = 4\nmethod = \"fedavg\"\n[dataset]\nname = \"mnist\"\n[model]\nname = \"mlp\"\n";
+
+#[test]
+fn config_errors_name_the_file_the_key_and_the_nearest_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "typo.toml",
+            format!("{BASE}[scheduler]\nroundz = 3\n"),
+            "key `scheduler.roundz`: unknown key `roundz`; valid keys, nearest first: rounds,",
+        ),
+        (
+            "type.toml",
+            format!("{BASE}[scheduler]\nrounds = \"ten\"\n"),
+            "key `scheduler.rounds`: invalid type: string \"ten\"",
+        ),
+        (
+            "name.toml",
+            BASE.replace("\"mlp\"", "\"mpl\""),
+            "key `model.name`: unknown model `mpl`; registered models, nearest first: mlp,",
+        ),
+        (
+            "top.toml",
+            format!("schedular = 1\n{BASE}"),
+            "key `schedular`: unknown key; valid keys, nearest first: scheduler,",
+        ),
+        (
+            "method.toml",
+            BASE.replace("\"fedavg\"", "\"fedavgg\""),
+            "key `method`: unknown method `fedavgg`; registered methods, nearest first: fedavg,",
+        ),
+    ];
+    for (file, text, expected) in cases {
+        let path = write(dir.path(), file, &text);
+        let o = fl(&["run", path.to_str().unwrap(), "--quiet", "--out", dir.path().join("out").to_str().unwrap()]);
+        assert!(!o.status.success(), "{file} must be rejected");
+        let err = stderr(&o);
+        assert!(err.contains(&format!("{}: {expected}", path.display())), "{file}: unexpected error:\n{err}");
+    }
+}
+
+#[test]
+fn same_seed_gives_identical_metrics_with_1_and_4_workers() {
+    mnist_present();
+    let dir = tempfile::tempdir().unwrap();
+    // Asynchronous (arrival order matters), dropout (tensor noise), lognormal devices with jitter.
+    let text = r#"
+        seed = 5
+        clients = 6
+        method = "fedbuff"
+        [dataset]
+        name = "mnist"
+        train_samples = 6000
+        test_samples = 1000
+        [partition]
+        name = "dirichlet"
+        alpha = 0.5
+        min_samples = 10
+        [model]
+        name = "mlp"
+        hidden = [64]
+        dropout = 0.2
+        [scheduler]
+        buffer = 3
+        concurrency = 4
+        aggregations = 12
+        [eval]
+        every_aggregations = 3
+        [devices]
+        jitter = 0.3
+    "#;
+    let file = write(dir.path(), "det.toml", text);
+    let metrics = |workers: &str, seed: Option<&str>| {
+        let mut extra = vec!["--workers", workers, "--device", "cpu"];
+        if let Some(s) = seed {
+            extra.extend_from_slice(&["--seed", s]);
+        }
+        let (out, _) = run(&file, &extra);
+        std::fs::read(out.path().join("metrics.csv")).unwrap()
+    };
+    let one = metrics("1", None);
+    let four = metrics("4", None);
+    assert_eq!(String::from_utf8_lossy(&one), String::from_utf8_lossy(&four));
+    assert_eq!(one.iter().filter(|&&b| b == b'\n').count(), 1 + 5, "header + evaluations at versions 0, 3, 6, 9, 12");
+    assert_ne!(one, metrics("4", Some("6")), "another seed must give other numbers");
+}
+
+fn accuracy(summary: &serde_json::Value, key: &str) -> f64 {
+    summary[key].as_f64().unwrap_or_else(|| panic!("summary has no `{key}`: {summary}"))
+}
+
+#[test]
+fn quickstart_fedavg_reaches_95_percent_on_mnist() {
+    mnist_present();
+    let (_out, summary) = run(&workspace().join("experiments/quickstart.toml"), &["--workers", "2"]);
+    let acc = accuracy(&summary, "final_accuracy");
+    assert!(acc >= 0.95, "FedAvg quickstart: final accuracy {acc} < 0.95");
+    for key in ["best_accuracy", "virtual_time_s", "wall_time_s"] {
+        assert!(summary[key].is_number(), "summary.json lacks `{key}`");
+    }
+    assert_eq!(summary["aggregations"].as_u64(), Some(30));
+}
+
+/// The async baselines within 300 virtual seconds (their experiment files' budget).
+#[test]
+fn fedasync_and_fedbuff_reach_90_percent_within_300_virtual_seconds() {
+    mnist_present();
+    for method in ["fedasync", "fedbuff"] {
+        let (_out, summary) =
+            run(&workspace().join(format!("experiments/baselines/{method}-mnist.toml")), &["--workers", "2"]);
+        let acc = accuracy(&summary, "best_accuracy");
+        assert!(acc >= 0.90, "{method}: best accuracy {acc} < 0.90 within the budget");
+        assert!(accuracy(&summary, "virtual_time_s") <= 300.0, "{method} overran its virtual-time budget");
+        let reached = accuracy(&summary, "time_to_target_s");
+        assert!(reached <= 300.0, "{method}: reached 0.90 at {reached} s");
+    }
+}
