@@ -1,0 +1,60 @@
+//! Shared fixtures of the benchmarks: the MNIST-shaped MLP workload used both by the
+//! criterion benchmark and by the comparison against the same loop in PyTorch.
+
+use std::sync::Arc;
+
+use fl_core::registry::{Builder, Kind, Params, Registry};
+use fl_core::rng::{self, TensorNoise};
+use fl_core::tch::{Device, Kind as TKind, Tensor};
+use fl_core::trainer::sgd::{Sgd, SgdConfig};
+use fl_core::{DataSpec, Dataset, LocalTrainer, Model, TrainJob};
+
+use fl_models as _;
+
+/// One client's local training: MLP 784-200-10, `samples` MNIST-shaped inputs, one epoch of
+/// mini-batch SGD (batch 32, lr 0.05).
+pub struct MlpWorkload {
+    pub model: Arc<dyn Model>,
+    pub trainer: Sgd,
+    pub data: Dataset,
+    pub indices: Tensor,
+    pub samples: usize,
+}
+
+pub const BATCH: usize = 32;
+pub const LR: f64 = 0.05;
+
+impl MlpWorkload {
+    pub fn new(samples: usize) -> Self {
+        let registry = Registry::get().expect("registry");
+        let spec = DataSpec { input_shape: vec![1, 28, 28], classes: 10 };
+        let comp = registry.component(Kind::Model, "mlp", "bench", "model").expect("mlp is registered");
+        let Builder::Model(build) = comp.build else { unreachable!("registry keys builders by kind") };
+        let mut table = fl_core::toml::Table::new();
+        table.insert("hidden".into(), fl_core::toml::Value::Array(vec![200.into()]));
+        let model = build(&Params::new("bench", "model", table), &spec).expect("mlp builds");
+        let x = Tensor::rand([samples as i64, 1, 28, 28], (TKind::Float, Device::Cpu));
+        let y = Tensor::randint(10, [samples as i64], (TKind::Int64, Device::Cpu));
+        let trainer = Sgd::new(SgdConfig { lr: LR, batch_size: BATCH, epochs: 1, ..Default::default() });
+        let indices = Tensor::arange(samples as i64, (TKind::Int64, Device::Cpu));
+        MlpWorkload { model, trainer, data: Dataset { x, y }, indices, samples }
+    }
+
+    /// Runs one epoch; returns the mean loss (forces completion of the work).
+    pub fn epoch(&self, seed: u64) -> f64 {
+        let params = self.model.init(&mut rng::stream(seed, &[0]));
+        let out = self
+            .trainer
+            .train(TrainJob {
+                model: &*self.model,
+                params,
+                grad_mask: None,
+                data: &self.data,
+                indices: &self.indices,
+                rng: rng::stream(seed, &[1]),
+                noise: TensorNoise::new(seed),
+            })
+            .expect("training runs");
+        out.mean_loss
+    }
+}
