@@ -25,7 +25,10 @@ pub fn run() -> Result<()> {
 
 /// The libtorch directory in use (with `lib/` and `include/`).
 fn ensure_libtorch() -> Result<PathBuf> {
-    if let Some(dir) = std::env::var_os("LIBTORCH") {
+    let ours = workspace_root().join(".libtorch");
+    // Cargo's `[env]` sets LIBTORCH to `.libtorch` for this process too; only another value
+    // is the user's own libtorch.
+    if let Some(dir) = std::env::var_os("LIBTORCH").filter(|d| Path::new(d) != ours) {
         let dir = PathBuf::from(dir);
         if !dir.join("lib").is_dir() {
             bail!("LIBTORCH={} has no lib/ directory; unset it to let setup install libtorch", dir.display());
@@ -37,7 +40,7 @@ fn ensure_libtorch() -> Result<PathBuf> {
     if !site.join(".complete").exists() {
         install_wheel(&site)?;
     }
-    link(&torch, &workspace_root().join(".libtorch"))?;
+    link(&torch, &ours)?;
     Ok(torch)
 }
 
