@@ -46,11 +46,11 @@ impl MlpWorkload {
         let out = self
             .trainer
             .train(TrainJob {
-                model: &*self.model,
+                model: Arc::clone(&self.model),
                 params,
                 grad_mask: None,
-                data: &self.data,
-                indices: &self.indices,
+                data: self.data.shallow_clone(),
+                indices: self.indices.shallow_clone(),
                 rng: rng::stream(seed, &[1]),
                 noise: TensorNoise::new(seed),
             })

@@ -129,7 +129,10 @@ impl Experiment {
             let name = match merged.get("name") {
                 Some(toml::Value::String(n)) => n.clone(),
                 Some(other) => {
-                    return Err(cfg(&format!("{section}.name"), format!("expected a string, got {}", other.type_str())));
+                    return Err(cfg(
+                        &format!("{section}.name"),
+                        format!("expected a string, got {}", other.type_str()),
+                    ));
                 }
                 None => match fallback(kind) {
                     Some(n) => n.to_string(),

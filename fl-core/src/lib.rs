@@ -21,6 +21,8 @@ pub mod rng;
 pub mod scheduler;
 pub mod staleness;
 pub mod structure;
+#[doc(hidden)]
+pub mod testing;
 pub mod trainer;
 pub mod update;
 

@@ -31,12 +31,38 @@ pub struct JobCost {
     pub up_bytes: f64,
 }
 
+/// A job's virtual duration, phase by phase (seconds).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Phases {
+    pub down_s: f64,
+    pub compute_s: f64,
+    pub up_s: f64,
+}
+
+impl Phases {
+    pub fn total_s(&self) -> f64 {
+        self.down_s + self.compute_s + self.up_s
+    }
+
+    /// Every phase stretched by `factor` (per-job jitter).
+    pub fn scaled(&self, factor: f64) -> Phases {
+        Phases { down_s: self.down_s * factor, compute_s: self.compute_s * factor, up_s: self.up_s * factor }
+    }
+}
+
 impl DeviceProfile {
-    /// Seconds for a job on this device, without jitter.
+    /// Seconds per phase for a job on this device, without jitter.
+    pub fn phases(&self, cost: &JobCost) -> Phases {
+        Phases {
+            down_s: cost.down_bytes / self.down_bytes_per_s,
+            compute_s: cost.train_flops / self.flops_per_s,
+            up_s: cost.up_bytes / self.up_bytes_per_s,
+        }
+    }
+
+    /// Seconds for a job on this device, without jitter: the cost schedulers reason with.
     pub fn duration_s(&self, cost: &JobCost) -> f64 {
-        cost.down_bytes / self.down_bytes_per_s
-            + cost.train_flops / self.flops_per_s
-            + cost.up_bytes / self.up_bytes_per_s
+        self.phases(cost).total_s()
     }
 }
 

@@ -1,9 +1,14 @@
 //! `LocalTrainer`: the client-side optimisation of one job.
 //!
 //! A job is self-contained (starting tensors, data view, random streams), so the engine can run
-//! it on any worker thread as soon as it is dispatched.
+//! it on any worker thread as soon as it is dispatched. A job may be split into segments: it
+//! trains up to a share of its work, the engine lets virtual time reach the moment the client
+//! asks for the newest global model (FedASMU's mid-training pull), the session merges what it
+//! received, and training resumes.
 
 pub mod sgd;
+
+use std::sync::Arc;
 
 use tch::Tensor;
 
@@ -13,16 +18,16 @@ use crate::model::Model;
 use crate::params::ParamSet;
 use crate::rng::{Rng, TensorNoise};
 
-pub struct TrainJob<'a> {
-    pub model: &'a dyn Model,
+pub struct TrainJob {
+    pub model: Arc<dyn Model>,
     /// Starting (sub-)model tensors, on the compute device.
     pub params: ParamSet,
     /// For elementwise masks: gradients are multiplied by these 0/1 tensors, so masked
     /// weights never move.
     pub grad_mask: Option<Vec<Option<Tensor>>>,
-    /// The shared training set; the client's samples are `indices` into it.
-    pub data: &'a Dataset,
-    pub indices: &'a Tensor,
+    /// The shared training set (shallow handles); the client's samples are `indices` into it.
+    pub data: Dataset,
+    pub indices: Tensor,
     /// The job's host stream (batch order) and tensor noise stream (dropout).
     pub rng: Rng,
     pub noise: TensorNoise,
@@ -35,10 +40,38 @@ pub struct TrainOutcome {
     pub steps: usize,
 }
 
+/// What a session learns about a model pulled mid-training.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PullInfo {
+    /// Version the job started from.
+    pub base_version: u64,
+    /// Version received (newer than `base_version`).
+    pub pulled_version: u64,
+}
+
+/// A job in progress, movable between worker threads.
+pub trait TrainSession: Send {
+    /// Trains until `share` (in (0, 1]) of the job's steps are done.
+    fn run_until(&mut self, share: f64) -> Result<()>;
+
+    /// Merges a newer global (sub-)model received mid-training into the local model.
+    fn merge_pulled(&mut self, pulled: &ParamSet, info: PullInfo) -> Result<()>;
+
+    /// Ends the job (after `run_until(1.0)`).
+    fn finish(self: Box<Self>) -> Result<TrainOutcome>;
+}
+
 pub trait LocalTrainer: Send + Sync {
-    fn train(&self, job: TrainJob) -> Result<TrainOutcome>;
+    fn start(&self, job: TrainJob) -> Result<Box<dyn TrainSession>>;
 
     /// Sample passes (forward + backward of one sample) a job makes over `samples` samples;
     /// the cost model turns this into FLOPs and virtual seconds.
     fn sample_passes(&self, samples: usize) -> f64;
+
+    /// The whole job in one segment.
+    fn train(&self, job: TrainJob) -> Result<TrainOutcome> {
+        let mut session = self.start(job)?;
+        session.run_until(1.0)?;
+        session.finish()
+    }
 }

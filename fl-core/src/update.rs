@@ -16,6 +16,8 @@ pub struct ClientUpdate {
     pub mask: Mask,
     /// New minus starting parameters, full-shaped; exactly zero outside the mask.
     pub delta: ParamSet,
+    /// The newer version merged in mid-training, if the job pulled one.
+    pub pulled_version: Option<u64>,
     /// Training samples the client holds.
     pub samples: usize,
     /// Mean training loss over the job's steps.

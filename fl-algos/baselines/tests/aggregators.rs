@@ -28,6 +28,7 @@ fn update(base: &ParamSet, delta: ParamSet, mask: Mask, samples: usize, base_ver
         base: base.shallow_clone(),
         mask,
         delta,
+        pulled_version: None,
         samples,
         train_loss: 0.0,
         dispatched_at: 0,

@@ -1,78 +1,56 @@
-//! Scripted scenarios of the virtual-clock engine with three clients of known durations.
+//! Scripted scenarios of the virtual-clock engine with clients of known durations.
 //!
-//! A 2→2 linear model costs 8 forward FLOPs per sample (4 multiply-adds), so one epoch over n
-//! samples is 3·8·n = 24n training FLOPs; at 24 FLOP/s and near-infinite bandwidth a job lasts
-//! exactly n virtual seconds. Clients hold 3, 1 and 2 samples: durations 3 s, 1 s and 2 s.
+//! `TinyLinear` costs 24n training FLOPs for one epoch over n samples; at 24 FLOP/s and
+//! near-infinite bandwidth a job lasts exactly n virtual seconds. Clients hold 3, 1 and 2
+//! samples: durations 3 s, 1 s and 2 s.
 
 use std::sync::{Arc, Mutex};
 
 use fl_algo_baselines::{
     AsyncConfig, AsyncMix, AsyncMixConfig, AsyncUpdates, Polynomial, WeightedMean, WeightedMeanConfig,
 };
-use fl_core::engine::{EvalConfig, RunLimits, Setup};
+use fl_core::engine::{EvalConfig, EvalRecord, RunLimits, Setup};
 use fl_core::mask_policy::FullModel;
 use fl_core::profile::{DevicesConfig, Quantity};
-use fl_core::rng::Rng;
 use fl_core::staleness::Constant;
-use fl_core::tch::{Device, Kind, Tensor};
+use fl_core::tch::Device;
+use fl_core::testing::{TinyLinear, tiny_dataset};
 use fl_core::trainer::sgd::{Sgd, SgdConfig};
-use fl_core::{
-    AggregateCtx, Aggregator, ClientUpdate, Dataset, Mode, Model, ParamSet, Result, SchedCtx, Scheduler, Simulation,
-    Structure, TensorSpec,
-};
-
-struct TinyLinear {
-    structure: Structure,
-}
-
-impl TinyLinear {
-    fn new() -> Self {
-        let t = |name: &str, shape: Vec<i64>| TensorSpec { name: name.into(), shape };
-        TinyLinear { structure: Structure { tensors: vec![t("w", vec![2, 2]), t("b", vec![2])], groups: vec![] } }
-    }
-}
-
-impl Model for TinyLinear {
-    fn structure(&self) -> &Structure {
-        &self.structure
-    }
-    fn init(&self, _: &mut Rng) -> ParamSet {
-        ParamSet::new(
-            self.structure.names(),
-            vec![Tensor::zeros([2, 2], (Kind::Float, Device::Cpu)), Tensor::zeros([2], (Kind::Float, Device::Cpu))],
-        )
-        .unwrap()
-    }
-    fn forward(&self, p: &[Tensor], x: &Tensor, _: &mut Mode) -> Tensor {
-        x.linear(&p[0], Some(&p[1]))
-    }
-    fn flops_per_tensor(&self, shapes: &[Vec<i64>]) -> Vec<f64> {
-        vec![2.0 * (shapes[0][0] * shapes[0][1]) as f64, 0.0]
-    }
-}
+use fl_core::{AggregateCtx, Aggregator, ClientUpdate, ParamSet, Result, SchedCtx, Scheduler, Simulation};
 
 fn setup(
     scheduler: Box<dyn Scheduler>,
     aggregator: Box<dyn Aggregator>,
     staleness: Box<dyn fl_core::StalenessFn>,
 ) -> Setup {
-    let x = Tensor::from_slice(&[1.0f32, 0.0, 0.0, 1.0, 1.0, 1.0, -1.0, 0.0, 0.0, -1.0, 2.0, 1.0]).reshape([6, 2]);
-    let y = Tensor::from_slice(&[0i64, 1, 0, 1, 0, 1]);
+    with_clients(scheduler, aggregator, staleness, vec![vec![0, 1, 2], vec![3], vec![4, 5]], 1e15)
+}
+
+/// `partition` fixes each client's compute time (one second per sample); the 24-byte model
+/// downloads in 24 / `down_bytes_per_s` seconds.
+fn with_clients(
+    scheduler: Box<dyn Scheduler>,
+    aggregator: Box<dyn Aggregator>,
+    staleness: Box<dyn fl_core::StalenessFn>,
+    partition: Vec<Vec<i64>>,
+    down_bytes_per_s: f64,
+) -> Setup {
+    let data = tiny_dataset();
     let fast = Quantity::Constant { value: 1e15 };
     Setup {
-        model: Arc::new(TinyLinear::new()),
+        model: Arc::new(TinyLinear::default()),
         trainer: Arc::new(Sgd::new(SgdConfig { batch_size: 8, ..Default::default() })),
         scheduler,
         aggregator,
         mask_policy: Box::new(FullModel),
         staleness,
-        train: Dataset { x: x.shallow_clone(), y: y.shallow_clone() },
-        test: Dataset { x, y },
-        partition: vec![vec![0, 1, 2], vec![3], vec![4, 5]],
+        train: data.shallow_clone(),
+        test: data,
+        partition,
         devices: DevicesConfig {
             flops_per_s: Quantity::Constant { value: 24.0 },
-            up_bytes_per_s: fast.clone(),
-            down_bytes_per_s: fast,
+            up_bytes_per_s: fast,
+            down_bytes_per_s: Quantity::Constant { value: down_bytes_per_s },
             jitter: 0.0,
         },
         eval: EvalConfig::default(),
@@ -165,4 +143,64 @@ fn fedasync_staleness_counts_merges_since_dispatch() {
     assert_eq!(summary.aggregations, 11);
     let histogram: Vec<(u64, u64)> = summary.staleness_histogram.into_iter().collect();
     assert_eq!(histogram, vec![(0, 2), (1, 4), (2, 1), (3, 3), (4, 1)]);
+}
+
+/// Client 0 pulls halfway through its work; client 1 only trains. Every arrival is merged.
+struct PullScenario;
+
+impl Scheduler for PullScenario {
+    fn on_start(&mut self, ctx: &mut SchedCtx) -> Result<()> {
+        ctx.dispatch_with_pull(0, 0.5)?;
+        ctx.dispatch(1)
+    }
+    fn on_arrival(&mut self, ctx: &mut SchedCtx, _client: usize) -> Result<()> {
+        ctx.aggregate()
+    }
+}
+
+/// Records (client, pulled version, arrival second) per update.
+struct PullLog {
+    inner: WeightedMean,
+    log: Arc<Mutex<Vec<(usize, Option<u64>, f64)>>>,
+}
+
+impl Aggregator for PullLog {
+    fn aggregate(&mut self, global: &ParamSet, updates: &[ClientUpdate], ctx: &AggregateCtx) -> Result<ParamSet> {
+        for u in updates {
+            self.log.lock().unwrap().push((u.client, u.pulled_version, u.arrived_at as f64 / 1e6));
+        }
+        self.inner.aggregate(global, updates, ctx)
+    }
+}
+
+fn pull_run(partition: Vec<Vec<i64>>) -> (Vec<(usize, Option<u64>, f64)>, Vec<EvalRecord>) {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let aggregator =
+        Box::new(PullLog { inner: WeightedMean::new(WeightedMeanConfig::default()), log: Arc::clone(&log) });
+    // 24 bytes at 48 B/s: every download takes 0.5 s.
+    let mut sim =
+        Simulation::new(with_clients(Box::new(PullScenario), aggregator, Box::new(Constant), partition, 48.0)).unwrap();
+    let mut records: Vec<EvalRecord> = Vec::new();
+    sim.run(&mut records).unwrap();
+    let log = log.lock().unwrap().clone();
+    (log, records)
+}
+
+#[test]
+fn a_pull_receives_the_version_current_at_request_time_and_pays_a_download() {
+    // Client 1 (1 s of work) arrives at 0.5 + 1 = 1.5 s and makes version 1. Client 0 (3 s)
+    // asks at 0.5 + 1.5 = 2.0 s, gets version 1 after a 0.5 s download, resumes at 2.5 s and
+    // arrives at 2.5 + 1.5 = 4.0 s. Three downloads of 24 bytes in all.
+    let (log, records) = pull_run(vec![vec![0, 1, 2], vec![3]]);
+    assert_eq!(log, vec![(1, None, 1.5), (0, Some(1), 4.0)]);
+    assert_eq!(records.last().unwrap().bytes_down, 72.0);
+}
+
+#[test]
+fn a_pull_with_nothing_newer_costs_nothing() {
+    // Client 1 now needs 2 s and arrives at 2.5 s; at client 0's request (2.0 s) the global
+    // model is still its own version 0, so it goes on at once and arrives at 3.5 s.
+    let (log, records) = pull_run(vec![vec![0, 1, 2], vec![3, 4]]);
+    assert_eq!(log, vec![(1, None, 2.5), (0, None, 3.5)]);
+    assert_eq!(records.last().unwrap().bytes_down, 48.0);
 }

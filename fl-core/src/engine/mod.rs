@@ -28,11 +28,11 @@ use crate::mask::Mask;
 use crate::mask_policy::{MaskCtx, MaskPolicy};
 use crate::model::Model;
 use crate::params::ParamSet;
-use crate::profile::{DeviceProfile, DevicesConfig, JobCost, train_flops};
+use crate::profile::{DeviceProfile, DevicesConfig, JobCost, Phases, train_flops};
 use crate::rng::{self, Rng, TensorNoise, tag};
 use crate::scheduler::Scheduler;
 use crate::staleness::{StalenessCtx, StalenessFn};
-use crate::trainer::{LocalTrainer, TrainJob};
+use crate::trainer::{LocalTrainer, PullInfo, TrainJob, TrainSession};
 use crate::update::ClientUpdate;
 
 /// Bytes per transferred parameter (float32).
@@ -61,23 +61,29 @@ pub struct Setup {
 
 enum Event {
     Arrival(u64),
+    /// A job asks for the newest global model mid-training.
+    Pull(u64),
     Timer(u64),
     Eval,
 }
+
+type SessionHandle = JobHandle<Result<Box<dyn TrainSession>>>;
 
 struct InFlight {
     client: usize,
     base_version: u64,
     base: ParamSet,
     mask: Mask,
+    /// The (sub-)model the job started from, to compute its delta.
+    start: ParamSet,
     dispatched_at: Tick,
-    up_bytes: f64,
-    handle: JobHandle<Result<JobOutput>>,
-}
-
-struct JobOutput {
-    delta: ParamSet,
-    mean_loss: f64,
+    /// Jittered phase durations of the job.
+    phases: Phases,
+    /// Share of the work done before the pull, if the job pulls.
+    pull_share: Option<f64>,
+    pulled_version: Option<u64>,
+    transfer_bytes: f64,
+    handle: SessionHandle,
 }
 
 struct Client {
@@ -196,7 +202,16 @@ impl SchedCtx<'_> {
 
     /// Starts a job for an idle client with the current global model.
     pub fn dispatch(&mut self, client: usize) -> Result<()> {
-        self.world.dispatch(client)
+        self.world.dispatch(client, None)
+    }
+
+    /// Starts a job that, after `share` (in (0, 1)) of its local work, asks for the newest
+    /// global model and, if it is newer than its start, downloads it, merges it and goes on.
+    pub fn dispatch_with_pull(&mut self, client: usize, share: f64) -> Result<()> {
+        if !(share > 0.0 && share < 1.0) {
+            return Err(Error::invalid(format!("dispatch_with_pull: share must be in (0, 1), got {share}")));
+        }
+        self.world.dispatch(client, Some(share))
     }
 
     /// Merges every pending update into the global model (no-op without pending updates).
@@ -337,6 +352,7 @@ impl Simulation {
                     let client = self.world.commit(job)?;
                     self.scheduler.on_arrival(&mut SchedCtx { world: &mut self.world, observer }, client)?;
                 }
+                Event::Pull(job) => self.world.pull(job)?,
                 Event::Timer(tag) => {
                     self.scheduler.on_timer(&mut SchedCtx { world: &mut self.world, observer }, tag)?;
                 }
@@ -357,7 +373,7 @@ impl Simulation {
 }
 
 impl World {
-    fn dispatch(&mut self, client: usize) -> Result<()> {
+    fn dispatch(&mut self, client: usize, pull_share: Option<f64>) -> Result<()> {
         let Some(c) = self.clients.get(client) else {
             return Err(Error::invalid(format!("dispatch: no client {client} (have {})", self.clients.len())));
         };
@@ -385,31 +401,34 @@ impl World {
             train_flops: train_flops(self.forward_flops(&mask, &kept), self.trainer.sample_passes(c.samples)),
             up_bytes: bytes,
         };
-        let duration = c.profile.duration_s(&cost) * self.devices.jitter_factor(&mut job_rng);
+        let phases = c.profile.phases(&cost).scaled(self.devices.jitter_factor(&mut job_rng));
         let noise = TensorNoise::new(rng::derive_seed(self.seed, &[tag::JOB, client as u64, job, 1]));
-
         let start = mask.extract(&self.global);
         let grad_mask = match &mask {
             Mask::Elementwise(ms) => Some(ms.iter().map(|m| m.as_ref().map(Tensor::shallow_clone)).collect()),
             _ => None,
         };
-        let scatter_mask = mask.shallow_clone();
-        let (model, trainer) = (Arc::clone(&self.model), Arc::clone(&self.trainer));
-        let (data, indices, shapes) = (self.train.shallow_clone(), c.indices.shallow_clone(), self.shapes.clone());
-        let handle = self.pool.submit(move || -> Result<JobOutput> {
-            let reference = start.shallow_clone();
-            let out = trainer.train(TrainJob {
-                model: &*model,
-                params: start,
-                grad_mask,
-                data: &data,
-                indices: &indices,
-                rng: job_rng,
-                noise,
-            })?;
-            let delta = scatter_mask.scatter(&out.params.sub(&reference), &shapes);
-            Ok(JobOutput { delta, mean_loss: out.mean_loss })
+        let train_job = TrainJob {
+            model: Arc::clone(&self.model),
+            params: start.shallow_clone(),
+            grad_mask,
+            data: self.train.shallow_clone(),
+            indices: c.indices.shallow_clone(),
+            rng: job_rng,
+            noise,
+        };
+        let trainer = Arc::clone(&self.trainer);
+        let share = pull_share.unwrap_or(1.0);
+        let handle = self.pool.submit(move || -> Result<Box<dyn TrainSession>> {
+            let mut session = trainer.start(train_job)?;
+            session.run_until(share)?;
+            Ok(session)
         });
+        let (at, event) = match pull_share {
+            Some(share) => (phases.down_s + share * phases.compute_s, Event::Pull(job)),
+            None => (phases.total_s(), Event::Arrival(job)),
+        };
+        self.queue.push(self.now + ticks(at), event);
         self.in_flight.insert(
             job,
             InFlight {
@@ -417,14 +436,48 @@ impl World {
                 base_version: self.version,
                 base: self.global.shallow_clone(),
                 mask,
+                start,
                 dispatched_at: self.now,
-                up_bytes: cost.up_bytes,
+                phases,
+                pull_share,
+                pulled_version: None,
+                transfer_bytes: bytes,
                 handle,
             },
         );
-        self.bytes_down += cost.down_bytes;
+        self.bytes_down += bytes;
         self.clients[client].busy = true;
-        self.queue.push(self.now + ticks(duration), Event::Arrival(job));
+        Ok(())
+    }
+
+    /// A job's mid-training request: the global model current *now* is what it receives (if
+    /// newer than its start, after a second download); the rest of its work then resumes.
+    fn pull(&mut self, job: u64) -> Result<()> {
+        let mut f = self.in_flight.remove(&job).expect("every pull has an in-flight job");
+        let session =
+            f.handle.wait().map_err(|e| Error::invalid(format!("job {job} of client {}: {e}", f.client)))??;
+        let share = f.pull_share.expect("pull events come from pulling jobs");
+        let pulled = (self.version > f.base_version).then(|| {
+            let info = PullInfo { base_version: f.base_version, pulled_version: self.version };
+            (f.mask.extract(&self.global), info)
+        });
+        let mut resume_at = self.now;
+        if pulled.is_some() {
+            resume_at += ticks(f.phases.down_s);
+            self.bytes_down += f.transfer_bytes;
+            f.pulled_version = Some(self.version);
+        }
+        let mut session = session;
+        f.handle = self.pool.submit(move || -> Result<Box<dyn TrainSession>> {
+            if let Some((params, info)) = pulled {
+                session.merge_pulled(&params, info)?;
+            }
+            session.run_until(1.0)?;
+            Ok(session)
+        });
+        let rest = (1.0 - share) * f.phases.compute_s + f.phases.up_s;
+        self.queue.push(resume_at + ticks(rest), Event::Arrival(job));
+        self.in_flight.insert(job, f);
         Ok(())
     }
 
@@ -446,16 +499,20 @@ impl World {
     /// Waits for a job's result and makes it a pending update; returns its client.
     fn commit(&mut self, job: u64) -> Result<usize> {
         let f = self.in_flight.remove(&job).expect("every arrival has an in-flight job");
-        let out = f.handle.wait().map_err(|e| Error::invalid(format!("job {job} of client {}: {e}", f.client)))??;
+        let fail = |e: String| Error::invalid(format!("job {job} of client {}: {e}", f.client));
+        let session = f.handle.wait().map_err(fail)??;
+        let out = session.finish()?;
+        let delta = f.mask.scatter(&out.params.sub(&f.start), &self.shapes);
         self.clients[f.client].busy = false;
-        self.bytes_up += f.up_bytes;
+        self.bytes_up += f.transfer_bytes;
         self.pending.push(ClientUpdate {
             client: f.client,
             job,
             base_version: f.base_version,
             base: f.base,
             mask: f.mask,
-            delta: out.delta,
+            delta,
+            pulled_version: f.pulled_version,
             samples: self.clients[f.client].samples,
             train_loss: out.mean_loss,
             dispatched_at: f.dispatched_at,

@@ -1,6 +1,6 @@
 //! Mini-batch SGD with momentum, weight decay, an optional proximal term (FedProx) and
 //! gradient masking, written directly on tensors so that every random draw comes from the
-//! job's own streams.
+//! job's own streams. A model pulled mid-training is mixed in with weight `pull_weight`.
 
 use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
@@ -9,7 +9,7 @@ use tch::{Kind, Tensor};
 use crate::error::{Error, Result};
 use crate::model::Mode;
 use crate::params::ParamSet;
-use crate::trainer::{LocalTrainer, TrainJob, TrainOutcome};
+use crate::trainer::{LocalTrainer, PullInfo, TrainJob, TrainOutcome, TrainSession};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -26,11 +26,22 @@ pub struct SgdConfig {
     pub weight_decay: f64,
     /// FedProx's μ: adds μ/2 ‖w − w_start‖² to the loss.
     pub prox_mu: f64,
+    /// Weight β of a model pulled mid-training: w ← (1 − β) w + β w_pulled.
+    pub pull_weight: f64,
 }
 
 impl Default for SgdConfig {
     fn default() -> Self {
-        SgdConfig { lr: 0.05, batch_size: 32, epochs: 1, steps: None, momentum: 0.0, weight_decay: 0.0, prox_mu: 0.0 }
+        SgdConfig {
+            lr: 0.05,
+            batch_size: 32,
+            epochs: 1,
+            steps: None,
+            momentum: 0.0,
+            weight_decay: 0.0,
+            prox_mu: 0.0,
+            pull_weight: 0.5,
+        }
     }
 }
 
@@ -45,11 +56,20 @@ impl SgdConfig {
         if self.epochs == 0 && self.steps.is_none() {
             return Err("epochs: expected at least 1 (or set steps)".into());
         }
+        if self.steps == Some(0) {
+            return Err("steps: expected at least 1".into());
+        }
         if !(0.0..1.0).contains(&self.momentum) {
             return Err(format!("momentum: expected a value in [0, 1), got {}", self.momentum));
         }
-        if self.weight_decay < 0.0 || self.prox_mu < 0.0 {
-            return Err("weight_decay and prox_mu must be non-negative".into());
+        if !(self.weight_decay >= 0.0) {
+            return Err(format!("weight_decay: expected a non-negative number, got {}", self.weight_decay));
+        }
+        if !(self.prox_mu >= 0.0) {
+            return Err(format!("prox_mu: expected a non-negative number, got {}", self.prox_mu));
+        }
+        if !(0.0..=1.0).contains(&self.pull_weight) {
+            return Err(format!("pull_weight: expected a value in [0, 1], got {}", self.pull_weight));
         }
         Ok(())
     }
@@ -64,10 +84,6 @@ impl Sgd {
     pub fn new(cfg: SgdConfig) -> Self {
         Sgd { cfg }
     }
-
-    fn step_count(&self, samples: usize) -> usize {
-        self.cfg.steps.unwrap_or_else(|| self.cfg.epochs * samples.div_ceil(self.cfg.batch_size))
-    }
 }
 
 impl LocalTrainer for Sgd {
@@ -78,59 +94,116 @@ impl LocalTrainer for Sgd {
         }
     }
 
-    fn train(&self, mut job: TrainJob) -> Result<TrainOutcome> {
+    fn start(&self, job: TrainJob) -> Result<Box<dyn TrainSession>> {
         let n = job.indices.size()[0] as usize;
         if n == 0 {
             return Err(Error::invalid("sgd: the client has no samples"));
         }
         let device = job.indices.device();
         let start = job.params.deep_clone();
-        let mut params: Vec<Tensor> =
-            start.tensors().iter().map(|t| t.detach().copy().set_requires_grad(true)).collect();
-        let mut velocity: Vec<Option<Tensor>> = params.iter().map(|_| None).collect();
-        let total_steps = self.step_count(n);
-        let mut order: Vec<i64> = (0..n as i64).collect();
-        let mut loss_sum = Tensor::zeros([], (Kind::Float, device));
-        let mut step = 0;
-        while step < total_steps {
-            order.shuffle(&mut job.rng);
-            let epoch = job.indices.index_select(0, &Tensor::from_slice(&order).to_device(device));
-            let mut begin = 0;
-            while begin < n && step < total_steps {
-                let len = self.cfg.batch_size.min(n - begin);
-                let batch = epoch.narrow(0, begin as i64, len as i64);
-                let x = job.data.x.index_select(0, &batch);
-                let y = job.data.y.index_select(0, &batch);
-                let logits = job.model.forward(&params, &x, &mut Mode::Train(&mut job.noise));
-                let mut loss = logits.cross_entropy_for_logits(&y);
-                loss_sum += loss.detach();
-                if self.cfg.prox_mu > 0.0 {
-                    let prox = params
-                        .iter()
-                        .zip(start.tensors())
-                        .map(|(p, s)| (p - s).square().sum(Kind::Float))
-                        .reduce(|a, b| a + b)
-                        .expect("at least one tensor");
-                    loss = loss + prox * (self.cfg.prox_mu / 2.0);
-                }
-                for p in params.iter_mut() {
-                    p.zero_grad();
-                }
-                loss.backward();
-                tch::no_grad(|| self.update(&mut params, &mut velocity, job.grad_mask.as_deref()));
-                begin += len;
-                step += 1;
-            }
-        }
-        let mean_loss = (loss_sum / step as f64).double_value(&[]);
-        let trained = params.into_iter().map(|p| p.detach()).collect();
-        Ok(TrainOutcome { params: ParamSet::new(start.names().to_vec(), trained)?, mean_loss, steps: step })
+        let params = start.tensors().iter().map(|t| t.detach().copy().set_requires_grad(true)).collect();
+        let total_steps = self.cfg.steps.unwrap_or_else(|| self.cfg.epochs * n.div_ceil(self.cfg.batch_size));
+        Ok(Box::new(SgdSession {
+            cfg: self.cfg.clone(),
+            velocity: job.params.tensors().iter().map(|_| None).collect(),
+            params,
+            start,
+            order: (0..n as i64).collect(),
+            epoch: None,
+            position: 0,
+            step: 0,
+            total_steps,
+            loss_sum: Tensor::zeros([], (Kind::Float, device)),
+            job,
+        }))
     }
 }
 
-impl Sgd {
-    fn update(&self, params: &mut [Tensor], velocity: &mut [Option<Tensor>], grad_mask: Option<&[Option<Tensor>]>) {
-        for (i, p) in params.iter_mut().enumerate() {
+struct SgdSession {
+    cfg: SgdConfig,
+    job: TrainJob,
+    start: ParamSet,
+    params: Vec<Tensor>,
+    velocity: Vec<Option<Tensor>>,
+    /// The current epoch's sample order (indices into the training set) and the position in it.
+    order: Vec<i64>,
+    epoch: Option<Tensor>,
+    position: usize,
+    step: usize,
+    total_steps: usize,
+    loss_sum: Tensor,
+}
+
+impl TrainSession for SgdSession {
+    fn run_until(&mut self, share: f64) -> Result<()> {
+        let until = ((share.clamp(0.0, 1.0) * self.total_steps as f64).round() as usize).min(self.total_steps);
+        let n = self.order.len();
+        let device = self.job.indices.device();
+        while self.step < until {
+            if self.epoch.is_none() || self.position >= n {
+                self.order.shuffle(&mut self.job.rng);
+                let perm = Tensor::from_slice(&self.order).to_device(device);
+                self.epoch = Some(self.job.indices.index_select(0, &perm));
+                self.position = 0;
+            }
+            let len = self.cfg.batch_size.min(n - self.position);
+            let batch = self.epoch.as_ref().expect("epoch drawn above").narrow(0, self.position as i64, len as i64);
+            self.sgd_step(&batch);
+            self.position += len;
+            self.step += 1;
+        }
+        Ok(())
+    }
+
+    fn merge_pulled(&mut self, pulled: &ParamSet, _info: PullInfo) -> Result<()> {
+        if pulled.shapes() != self.start.shapes() {
+            return Err(Error::invalid("sgd: the pulled model's shapes differ from the job's (sub-)model"));
+        }
+        let beta = self.cfg.pull_weight;
+        tch::no_grad(|| {
+            for (p, q) in self.params.iter_mut().zip(pulled.tensors()) {
+                let merged = &*p * (1.0 - beta) + q * beta;
+                p.copy_(&merged);
+            }
+        });
+        Ok(())
+    }
+
+    fn finish(self: Box<Self>) -> Result<TrainOutcome> {
+        let steps = self.step.max(1);
+        let mean_loss = (&self.loss_sum / steps as f64).double_value(&[]);
+        let trained = self.params.into_iter().map(|p| p.detach()).collect();
+        Ok(TrainOutcome { params: ParamSet::new(self.start.names().to_vec(), trained)?, mean_loss, steps: self.step })
+    }
+}
+
+impl SgdSession {
+    fn sgd_step(&mut self, batch: &Tensor) {
+        let x = self.job.data.x.index_select(0, batch);
+        let y = self.job.data.y.index_select(0, batch);
+        let logits = self.job.model.forward(&self.params, &x, &mut Mode::Train(&mut self.job.noise));
+        let mut loss = logits.cross_entropy_for_logits(&y);
+        self.loss_sum += loss.detach();
+        if self.cfg.prox_mu > 0.0 {
+            let prox = self
+                .params
+                .iter()
+                .zip(self.start.tensors())
+                .map(|(p, s)| (p - s).square().sum(Kind::Float))
+                .reduce(|a, b| a + b)
+                .expect("at least one tensor");
+            loss = loss + prox * (self.cfg.prox_mu / 2.0);
+        }
+        for p in self.params.iter_mut() {
+            p.zero_grad();
+        }
+        loss.backward();
+        tch::no_grad(|| self.update());
+    }
+
+    fn update(&mut self) {
+        let grad_mask = self.job.grad_mask.as_deref();
+        for (i, p) in self.params.iter_mut().enumerate() {
             let mut g = p.grad();
             if !g.defined() {
                 continue;
@@ -142,11 +215,11 @@ impl Sgd {
                 g = g * m;
             }
             if self.cfg.momentum > 0.0 {
-                g = match velocity[i].take() {
+                g = match self.velocity[i].take() {
                     Some(v) => v * self.cfg.momentum + g,
                     None => g.copy(),
                 };
-                velocity[i] = Some(g.shallow_clone());
+                self.velocity[i] = Some(g.shallow_clone());
             }
             *p -= g * self.cfg.lr;
         }
