@@ -158,10 +158,13 @@ impl Scheduler for PullScenario {
     }
 }
 
-/// Records (client, pulled version, arrival second) per update.
+/// (client, pulled version, arrival second) of one update.
+type PullEntry = (usize, Option<u64>, f64);
+
+/// Records a [`PullEntry`] per update.
 struct PullLog {
     inner: WeightedMean,
-    log: Arc<Mutex<Vec<(usize, Option<u64>, f64)>>>,
+    log: Arc<Mutex<Vec<PullEntry>>>,
 }
 
 impl Aggregator for PullLog {
@@ -173,7 +176,7 @@ impl Aggregator for PullLog {
     }
 }
 
-fn pull_run(partition: Vec<Vec<i64>>) -> (Vec<(usize, Option<u64>, f64)>, Vec<EvalRecord>) {
+fn pull_run(partition: Vec<Vec<i64>>) -> (Vec<PullEntry>, Vec<EvalRecord>) {
     let log = Arc::new(Mutex::new(Vec::new()));
     let aggregator =
         Box::new(PullLog { inner: WeightedMean::new(WeightedMeanConfig::default()), log: Arc::clone(&log) });
