@@ -207,3 +207,50 @@ fn a_pull_with_nothing_newer_costs_nothing() {
     assert_eq!(log, vec![(1, None, 2.5), (0, None, 3.5)]);
     assert_eq!(records.last().unwrap().bytes_down, 48.0);
 }
+
+/// Waits for a timer at 2.5 s, then dispatches client 1 (1 s of work) and merges it.
+struct TimerScenario {
+    fired: Arc<Mutex<Vec<(u64, u64)>>>,
+}
+
+impl Scheduler for TimerScenario {
+    fn on_start(&mut self, ctx: &mut SchedCtx) -> Result<()> {
+        ctx.set_timer(2_500_000, 7);
+        Ok(())
+    }
+    fn on_timer(&mut self, ctx: &mut SchedCtx, tag: u64) -> Result<()> {
+        self.fired.lock().unwrap().push((tag, ctx.now()));
+        ctx.dispatch(1)
+    }
+    fn on_arrival(&mut self, ctx: &mut SchedCtx, _client: usize) -> Result<()> {
+        ctx.aggregate()?;
+        ctx.stop();
+        Ok(())
+    }
+}
+
+#[test]
+fn timers_fire_at_their_virtual_time_and_evaluations_follow_the_virtual_cadence() {
+    let fired = Arc::new(Mutex::new(Vec::new()));
+    let scheduler = Box::new(TimerScenario { fired: Arc::clone(&fired) });
+    let mut s = setup(scheduler, Box::new(WeightedMean::new(WeightedMeanConfig::default())), Box::new(Constant));
+    s.eval = EvalConfig { every_aggregations: None, every_virtual_s: Some(1.0), batch_size: 4 };
+    let mut records: Vec<EvalRecord> = Vec::new();
+    let summary = Simulation::new(s).unwrap().run(&mut records).unwrap();
+    assert_eq!(*fired.lock().unwrap(), vec![(7, 2_500_000)]);
+    // Evaluations at 0 (start), 1, 2, 3 s, then the final one at the arrival (3.5 s, version 1).
+    let at: Vec<(f64, u64)> = records.iter().map(|r| (r.virtual_time_s, r.version)).collect();
+    assert_eq!(at, vec![(0.0, 0), (1.0, 0), (2.0, 0), (3.0, 0), (3.5, 1)]);
+    assert_eq!(summary.virtual_time_s, 3.5);
+}
+
+#[test]
+fn the_virtual_time_limit_ends_a_run_at_the_limit() {
+    let scheduler = Box::new(AsyncUpdates::new(AsyncConfig { buffer: 1, concurrency: None, aggregations: 1000 }));
+    let mut s = setup(scheduler, Box::new(AsyncMix::new(AsyncMixConfig::default())), Box::new(Constant));
+    s.limits = RunLimits { max_virtual_time_s: Some(2.5), ..Default::default() };
+    let summary = Simulation::new(s).unwrap().run(&mut ()).unwrap();
+    // Arrivals before 2.5 s: c1 at 1 s, c2 and c1 at 2 s (see the staleness scenario).
+    assert_eq!(summary.aggregations, 3);
+    assert_eq!(summary.virtual_time_s, 2.5);
+}
