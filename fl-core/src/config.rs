@@ -212,13 +212,17 @@ impl Experiment {
             let c = self.choice(kind);
             registry.component(kind, &c.name, &self.file, kind.section()).map(|comp| (comp.build, &c.params))
         };
-        let data = match get(Kind::Dataset)? {
-            (Builder::Dataset(f), p) => {
-                f(p, &DataContext { data_dir: opts.data_dir.clone(), device: opts.device, seed: self.seed })?
-            }
-            _ => unreachable!("registry keys builders by kind"),
-        };
-        let FederatedData { train, test, spec, natural_partition } = data;
+        // Calls the constructor registered for a kind (the registry keys builders by kind).
+        macro_rules! build {
+            ($kind:ident $(, $arg:expr)*) => {
+                match get(Kind::$kind)? {
+                    (Builder::$kind(f), p) => f(p $(, $arg)*)?,
+                    _ => unreachable!("registry keys builders by kind"),
+                }
+            };
+        }
+        let data_ctx = DataContext { data_dir: opts.data_dir.clone(), device: opts.device, seed: self.seed };
+        let FederatedData { train, test, spec, natural_partition } = build!(Dataset, &data_ctx);
         let partition = match natural_partition {
             Some(p) => {
                 if p.len() != self.clients {
@@ -234,42 +238,20 @@ impl Experiment {
                 }
                 p
             }
-            None => match get(Kind::Partitioner)? {
-                (Builder::Partitioner(f), p) => f(p)?.partition(
-                    &train.labels(),
-                    spec.classes,
-                    self.clients,
-                    &mut rng::stream(self.seed, &[tag::PARTITION]),
-                )?,
-                _ => unreachable!("registry keys builders by kind"),
-            },
-        };
-        let model = match get(Kind::Model)? {
-            (Builder::Model(f), p) => f(p, &spec)?,
-            _ => unreachable!("registry keys builders by kind"),
+            None => build!(Partitioner).partition(
+                &train.labels(),
+                spec.classes,
+                self.clients,
+                &mut rng::stream(self.seed, &[tag::PARTITION]),
+            )?,
         };
         let setup = Setup {
-            model,
-            trainer: match get(Kind::Trainer)? {
-                (Builder::Trainer(f), p) => f(p)?,
-                _ => unreachable!("registry keys builders by kind"),
-            },
-            scheduler: match get(Kind::Scheduler)? {
-                (Builder::Scheduler(f), p) => f(p)?,
-                _ => unreachable!("registry keys builders by kind"),
-            },
-            aggregator: match get(Kind::Aggregator)? {
-                (Builder::Aggregator(f), p) => f(p)?,
-                _ => unreachable!("registry keys builders by kind"),
-            },
-            mask_policy: match get(Kind::MaskPolicy)? {
-                (Builder::MaskPolicy(f), p) => f(p)?,
-                _ => unreachable!("registry keys builders by kind"),
-            },
-            staleness: match get(Kind::Staleness)? {
-                (Builder::Staleness(f), p) => f(p)?,
-                _ => unreachable!("registry keys builders by kind"),
-            },
+            model: build!(Model, &spec),
+            trainer: build!(Trainer),
+            scheduler: build!(Scheduler),
+            aggregator: build!(Aggregator),
+            mask_policy: build!(MaskPolicy),
+            staleness: build!(Staleness),
             train,
             test,
             partition,
