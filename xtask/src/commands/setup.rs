@@ -45,7 +45,7 @@ fn ensure_libtorch() -> Result<PathBuf> {
 }
 
 fn install_wheel(site: &Path) -> Result<()> {
-    let partial = site.with_extension("partial");
+    let partial = PathBuf::from(format!("{}.partial", site.display()));
     if partial.exists() {
         std::fs::remove_dir_all(&partial).with_context(|| format!("removing {}", partial.display()))?;
     }
@@ -60,7 +60,8 @@ fn install_wheel(site: &Path) -> Result<()> {
         .context("no python3 found: libtorch is installed from the torch wheel with pip; install python3 and pip")?;
     run_cmd(
         Command::new(python)
-            .args(["-m", "pip", "install", "--quiet", "--no-cache-dir", "--disable-pip-version-check", "--target"])
+            .args(["-m", "pip", "install", "--quiet", "--no-cache-dir", "--disable-pip-version-check"])
+            .args(["--root-user-action=ignore", "--target"])
             .arg(&partial)
             .arg(format!("torch=={TORCH_VERSION}")),
     )
