@@ -21,6 +21,8 @@ pub struct Staleness {
 pub struct AggregateCtx<'a> {
     /// The version of `global` (the result becomes `version + 1`).
     pub version: u64,
+    /// Clients in the federation (not only those aggregated now).
+    pub num_clients: usize,
     pub now: Tick,
     /// One entry per update, same order.
     pub staleness: &'a [Staleness],

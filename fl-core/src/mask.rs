@@ -118,8 +118,9 @@ impl Mask {
         self.kept_per_tensor(shapes).iter().sum()
     }
 
-    /// The client's starting tensors: a sub-tensor per structured mask, the full tensor
-    /// otherwise (elementwise masks act on gradients, not on shapes).
+    /// The client's starting tensors: a sub-tensor per structured mask; for elementwise masks
+    /// the full-shaped tensor with masked-out elements set to 0 (the sub-model as a sparse
+    /// model: they take no part in the forward pass, and gradient masking keeps them at 0).
     pub fn extract(&self, params: &ParamSet) -> ParamSet {
         match self {
             Mask::Structured(s) => {
@@ -135,7 +136,8 @@ impl Mask {
                     out
                 })
             }
-            Mask::Full | Mask::Elementwise(_) => params.shallow_clone(),
+            Mask::Elementwise(_) => self.scatter(params, &params.shapes()),
+            Mask::Full => params.shallow_clone(),
         }
     }
 

@@ -9,6 +9,8 @@ use crate::structure::Structure;
 
 pub struct MaskCtx<'a> {
     pub client: usize,
+    /// Clients in the federation.
+    pub num_clients: usize,
     pub profile: &'a DeviceProfile,
     /// Global model version the job starts from.
     pub version: u64,
@@ -20,6 +22,11 @@ pub struct MaskCtx<'a> {
 
 pub trait MaskPolicy: Send {
     fn mask(&mut self, ctx: &mut MaskCtx) -> Result<Mask>;
+
+    /// Scalar diagnostics for the metrics log (name, value), read at each evaluation.
+    fn diagnostics(&self) -> Vec<(String, f64)> {
+        Vec::new()
+    }
 }
 
 /// Every client trains the whole model.

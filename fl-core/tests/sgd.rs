@@ -87,3 +87,13 @@ fn the_proximal_term_keeps_the_model_closer_to_its_start() {
     let (free, held) = (drift(0.0), drift(10.0));
     assert!(held < 0.5 * free, "drift with μ = 10: {held}, without: {free}");
 }
+
+#[test]
+fn zero_init_only_masking_lets_masked_weights_train() {
+    let mask_w = Tensor::from_slice(&[1.0f32, 0.0, 0.0, 1.0]).reshape([2, 2]);
+    let cfg = SgdConfig { masking: fl_core::trainer::sgd::Masking::ZeroInitOnly, ..Default::default() };
+    let out = sgd(cfg).train(job(Some(vec![Some(mask_w), None]))).unwrap();
+    let before: Vec<f32> = Vec::try_from(&start_params().tensors()[0].flatten(0, -1)).unwrap();
+    let after: Vec<f32> = Vec::try_from(&out.params.tensors()[0].flatten(0, -1)).unwrap();
+    assert!(after[1] != before[1] || after[2] != before[2], "masked-out weights train under zero-init-only");
+}

@@ -20,7 +20,7 @@ mod schedulers;
 mod staleness;
 
 pub use aggregators::buffered::{BufferedMean, BufferedMeanConfig};
-pub use aggregators::coverage_mean::{CoverageMean, CoverageMeanConfig};
+pub use aggregators::coverage_mean::{CoverageMean, CoverageMeanConfig, Uncovered};
 pub use aggregators::mixing::{AsyncMix, AsyncMixConfig};
 pub use aggregators::weighted_mean::{WeightedMean, WeightedMeanConfig, Weighting};
 pub use schedulers::async_updates::{AsyncConfig, AsyncUpdates};

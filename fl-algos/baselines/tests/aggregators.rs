@@ -46,7 +46,7 @@ fn aggregate(
     updates: &[ClientUpdate],
     staleness: &[Staleness],
 ) -> Vec<Vec<f32>> {
-    let ctx = AggregateCtx { version: 3, now: 0, staleness };
+    let ctx = AggregateCtx { version: 3, num_clients: 3, now: 0, staleness };
     values(&agg.aggregate(global, updates, &ctx).unwrap())
 }
 
@@ -99,7 +99,7 @@ fn coverage_mean_with_a_structured_row_mask() {
         ParamSet::new(vec!["w".into()], vec![Tensor::from_slice(&[1.0f32, 1.0, 0.0, 0.0]).reshape([2, 2])]).unwrap();
     let db = ParamSet::new(vec!["w".into()], vec![Tensor::full([2, 2], 3.0, fl_core::tch::kind::FLOAT_CPU)]).unwrap();
     let ups = [update(&x, da, row0, 1, 3), update(&x, db, Mask::Full, 1, 3)];
-    let mut agg = CoverageMean::new(CoverageMeanConfig { weighting: Weighting::Uniform });
+    let mut agg = CoverageMean::new(CoverageMeanConfig { weighting: Weighting::Uniform, ..Default::default() });
     assert_close(&aggregate(&mut agg, &x, &ups, &fresh(2)), &[vec![3.0, 3.0, 4.0, 4.0]]);
 }
 

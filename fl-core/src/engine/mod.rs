@@ -382,6 +382,7 @@ impl World {
         }
         let mask = self.mask_policy.mask(&mut MaskCtx {
             client,
+            num_clients: self.clients.len(),
             profile: &c.profile,
             version: self.version,
             structure: self.model.structure(),
@@ -539,7 +540,12 @@ impl World {
         let next = self.aggregator.aggregate(
             &self.global,
             &updates,
-            &AggregateCtx { version: self.version, now: self.now, staleness: &staleness },
+            &AggregateCtx {
+                version: self.version,
+                num_clients: self.clients.len(),
+                now: self.now,
+                staleness: &staleness,
+            },
         )?;
         if next.shapes() != self.shapes {
             return Err(Error::invalid("aggregator returned parameters of the wrong shapes"));
@@ -580,7 +586,9 @@ impl World {
             bytes_down: self.bytes_down,
         };
         self.last_eval_version = Some(self.version);
-        observer.on_eval(&record, &self.aggregator.diagnostics())?;
+        let mut diagnostics = self.mask_policy.diagnostics();
+        diagnostics.extend(self.aggregator.diagnostics());
+        observer.on_eval(&record, &diagnostics)?;
         self.records.push(record);
         if self.limits.stop_at_accuracy.is_some_and(|a| accuracy >= a) {
             self.stopped = true;

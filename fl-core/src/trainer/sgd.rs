@@ -1,6 +1,11 @@
 //! Mini-batch SGD with momentum, weight decay, an optional proximal term (FedProx) and
 //! gradient masking, written directly on tensors so that every random draw comes from the
 //! job's own streams. A model pulled mid-training is mixed in with weight `pull_weight`.
+//!
+//! Under an elementwise mask the client starts from the masked model (masked-out weights 0).
+//! `masking = "gradient"` multiplies gradients by the mask so those weights stay 0 (the
+//! KDD'23 paper); `"zero-init-only"` trains every weight and relies on the engine discarding
+//! the masked-out part of the update afterwards (the KDD'23 code).
 
 use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
@@ -10,6 +15,17 @@ use crate::error::{Error, Result};
 use crate::model::Mode;
 use crate::params::ParamSet;
 use crate::trainer::{LocalTrainer, PullInfo, TrainJob, TrainOutcome, TrainSession};
+
+/// How an elementwise mask acts during local training.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Masking {
+    /// Gradients are multiplied by the mask: masked-out weights never move.
+    #[default]
+    Gradient,
+    /// Masked-out weights start at 0 but train; their change is dropped from the update.
+    ZeroInitOnly,
+}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -28,6 +44,7 @@ pub struct SgdConfig {
     pub prox_mu: f64,
     /// Weight β of a model pulled mid-training: w ← (1 − β) w + β w_pulled.
     pub pull_weight: f64,
+    pub masking: Masking,
 }
 
 impl Default for SgdConfig {
@@ -41,6 +58,7 @@ impl Default for SgdConfig {
             weight_decay: 0.0,
             prox_mu: 0.0,
             pull_weight: 0.5,
+            masking: Masking::Gradient,
         }
     }
 }
@@ -202,7 +220,7 @@ impl SgdSession {
     }
 
     fn update(&mut self) {
-        let grad_mask = self.job.grad_mask.as_deref();
+        let grad_mask = self.job.grad_mask.as_deref().filter(|_| self.cfg.masking == Masking::Gradient);
         for (i, p) in self.params.iter_mut().enumerate() {
             let mut g = p.grad();
             if !g.defined() {

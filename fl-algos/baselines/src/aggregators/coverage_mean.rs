@@ -1,6 +1,7 @@
 //! Coverage mean: each element is averaged over the clients that trained it,
 //! `x_e ← x_e + Σ_i p_i m_ie Δ_ie / Σ_i p_i m_ie`; an element no client covered keeps its
-//! value. This is HeteroFL's and RA-Fed's aggregation for partial (masked) models.
+//! value (HeteroFL's and RA-Fed's aggregation for partial models) or, with
+//! `uncovered = "zero"`, becomes 0 (the OAP code's `nan_to_num` of 0/0).
 
 use fl_core::registry::{Builder, Component, defaults_of};
 use fl_core::tch::{Kind, Tensor};
@@ -9,10 +10,20 @@ use serde::{Deserialize, Serialize};
 
 use super::weighted_mean::{Weighting, normalised_weights};
 
+/// What happens to an element no client trained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Uncovered {
+    #[default]
+    Keep,
+    Zero,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct CoverageMeanConfig {
     pub weighting: Weighting,
+    pub uncovered: Uncovered,
 }
 
 pub struct CoverageMean {
@@ -44,10 +55,14 @@ impl Aggregator for CoverageMean {
         let mut i = 0;
         Ok(global.map(|x| {
             // Uncovered elements have a zero numerator; dividing them by 1 keeps x unchanged.
-            let den_safe = den[i].where_self(&den[i].gt(0.0), &Tensor::ones_like(&den[i]));
-            let step = &num[i] / den_safe;
+            let covered = den[i].gt(0.0);
+            let den_safe = den[i].where_self(&covered, &Tensor::ones_like(&den[i]));
+            let next = x + &num[i] / den_safe;
             i += 1;
-            x + step
+            match self.cfg.uncovered {
+                Uncovered::Keep => next,
+                Uncovered::Zero => next * covered.to_kind(Kind::Float),
+            }
         }))
     }
 }
