@@ -2,3 +2,4 @@
 //! it gets all their registrations.
 
 pub use fl_algo_baselines as baselines;
+pub use fl_algo_kdd23 as kdd23;

@@ -1,0 +1,22 @@
+//! RA-Fed and RAM-Fed: Wang et al., "Theoretical Convergence Guaranteed Resource-Adaptive
+//! Federated Learning with Mixed Heterogeneity", KDD '23. <https://doi.org/10.1145/3580305.3599521>
+//!
+//! Clients train element regions of the maskable tensors (`region-partition`); RA-Fed averages
+//! each coordinate over the clients that trained it (`coverage-mean`, uniform, from the
+//! baselines), OAP zeroes what nobody trained, RAM-Fed adds every client's stored update
+//! (`ram-fed`).
+//!
+//! Deliberate choices (spec §8), each switchable: regions are a static seeded random
+//! partition (`partition = "code-argsort"` reproduces the code); local training masks
+//! gradients (`trainer.masking = "zero-init-only"` reproduces the code); RAM-Fed weighs the
+//! correction by 1/Γ as in the paper (`correction = "n"` gives the code's rule); the code's
+//! aliasing bug and off-by-one (spec §3.4 b, c) are not reproduced.
+
+mod methods;
+mod ram_fed;
+mod region_policy;
+mod regions;
+
+pub use ram_fed::{Correction, RamFed, RamFedConfig};
+pub use region_policy::{FirstRound, Level, RegionPolicy, RegionPolicyConfig, typep_regions};
+pub use regions::{Granularity, PartitionKind};

@@ -1,0 +1,315 @@
+//! `region-partition`: the KDD'23 mask policy (spec §4). Each maskable tensor is split into K
+//! regions; every round each client trains some regions: L = 2 of 4 (50%), S = 1 of 4 (25%),
+//! MIX = a random half of the clients at L and the rest at S. Round 0 trains the full model,
+//! and every 10th round forces a non-full cover (L: regions {3,4}, S: {4}). Fixed tables of
+//! per-client assignments (the paper's Figs. 3–4, code `typep` ids) can replace the draws.
+
+use std::collections::BTreeSet;
+
+use fl_core::registry::{Builder, Component, defaults_of};
+use fl_core::tch::Tensor;
+use fl_core::{Error, Mask, MaskCtx, MaskPolicy, Result};
+use rand::seq::index;
+use serde::{Deserialize, Serialize};
+
+use crate::regions::{Granularity, PartitionKind, argsort_regions, random_regions, region_mask};
+
+/// How many regions a client trains.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Level {
+    /// Every client trains every region (FedAvg).
+    Full,
+    /// `l_regions` regions per client (L-Arb.).
+    #[default]
+    L,
+    /// `s_regions` regions per client (S-Arb.).
+    S,
+    /// A random `mix_l_share` of the clients at L each round, the rest at S (MIX-Arb.).
+    Mix,
+}
+
+/// What round 0 trains.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FirstRound {
+    /// The full model (the code; it fills RAM-Fed's memories).
+    #[default]
+    Full,
+    /// Regions as in any other round.
+    Masked,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RegionPolicyConfig {
+    /// K.
+    pub regions: i64,
+    /// The maskable tensors (spec §4.2); every other tensor is trained by all clients.
+    pub tensors: Vec<String>,
+    pub partition: PartitionKind,
+    pub granularity: Granularity,
+    pub level: Level,
+    pub l_regions: i64,
+    pub s_regions: i64,
+    pub mix_l_share: f64,
+    pub first_round: FirstRound,
+    /// Every this many rounds (round > 0), L clients train the last `l_regions` regions and S
+    /// clients the last `s_regions`, so some regions go uncovered. 0: never.
+    pub non_cover_every: u64,
+    /// Per-round tables of per-client code `typep` ids (K = 4): round r ≥ 1 uses table
+    /// `r mod len`. Empty: random draws.
+    pub assignments: Vec<Vec<u32>>,
+}
+
+impl Default for RegionPolicyConfig {
+    fn default() -> Self {
+        RegionPolicyConfig {
+            regions: 4,
+            tensors: vec!["fc1.weight".into()],
+            partition: PartitionKind::StaticRandom,
+            granularity: Granularity::Element,
+            level: Level::L,
+            l_regions: 2,
+            s_regions: 1,
+            mix_l_share: 0.5,
+            first_round: FirstRound::Full,
+            non_cover_every: 10,
+            assignments: Vec::new(),
+        }
+    }
+}
+
+impl RegionPolicyConfig {
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        if self.regions < 1 {
+            return Err(format!("regions: expected at least 1, got {}", self.regions));
+        }
+        for (key, n) in [("l_regions", self.l_regions), ("s_regions", self.s_regions)] {
+            if n < 1 || n > self.regions {
+                return Err(format!("{key}: expected 1..={}, got {n}", self.regions));
+            }
+        }
+        if !(0.0..=1.0).contains(&self.mix_l_share) {
+            return Err(format!("mix_l_share: expected a value in [0, 1], got {}", self.mix_l_share));
+        }
+        if self.tensors.is_empty() {
+            return Err("tensors: name at least one maskable tensor".into());
+        }
+        if !self.assignments.is_empty() {
+            if self.regions != 4 {
+                return Err("assignments: typep tables describe K = 4 regions; set regions = 4".into());
+            }
+            if let Some(bad) = self.assignments.iter().flatten().find(|&&t| !(1..=15).contains(&t)) {
+                return Err(format!("assignments: typep ids are 1..=15, got {bad}"));
+            }
+        }
+        if self.granularity == Granularity::Neuron && self.partition == PartitionKind::CodeArgsort {
+            return Err("granularity: code-argsort partitions elements; use granularity = \"element\"".into());
+        }
+        Ok(())
+    }
+}
+
+/// The regions (0-based) of the code's `typep` id (K = 4).
+pub fn typep_regions(typep: u32) -> Vec<i64> {
+    const PAIRS: [[i64; 2]; 6] = [[0, 1], [0, 2], [0, 3], [1, 2], [1, 3], [2, 3]];
+    match typep {
+        1 => vec![0, 1, 2, 3],
+        2..=5 => (0..4).filter(|&r| r != 5 - typep as i64).collect(),
+        6..=11 => PAIRS[(typep - 6) as usize].to_vec(),
+        12..=15 => vec![typep as i64 - 12],
+        _ => unreachable!("validated typep"),
+    }
+}
+
+pub struct RegionPolicy {
+    cfg: RegionPolicyConfig,
+    /// Region ids per maskable tensor (structure index, ids) and the round they were drawn for.
+    partition: Option<(u64, Vec<(usize, Tensor)>)>,
+    /// Clients at level L in the round of `mix_round`.
+    mix: Option<(u64, BTreeSet<usize>)>,
+    diagnostics: Coverage,
+}
+
+impl RegionPolicy {
+    pub fn new(cfg: RegionPolicyConfig) -> Self {
+        RegionPolicy { cfg, partition: None, mix: None, diagnostics: Coverage::default() }
+    }
+
+    /// The regions `ctx.client` trains in round `ctx.version`.
+    fn choose(&mut self, ctx: &mut MaskCtx) -> Vec<i64> {
+        let round = ctx.version;
+        let k = self.cfg.regions;
+        let all: Vec<i64> = (0..k).collect();
+        if self.cfg.level == Level::Full || (round == 0 && self.cfg.first_round == FirstRound::Full) {
+            return all;
+        }
+        if !self.cfg.assignments.is_empty() {
+            let table = &self.cfg.assignments[(round % self.cfg.assignments.len() as u64) as usize];
+            return typep_regions(table[ctx.client % table.len()]);
+        }
+        let size = match self.cfg.level {
+            Level::L => self.cfg.l_regions,
+            Level::S => self.cfg.s_regions,
+            Level::Mix => {
+                if self.mix.as_ref().is_none_or(|(r, _)| *r != round) {
+                    let n = ctx.num_clients;
+                    let l = ((n as f64) * self.cfg.mix_l_share).round() as usize;
+                    self.mix = Some((round, index::sample(ctx.rng, n, l).into_iter().collect()));
+                }
+                let at_l = self.mix.as_ref().is_some_and(|(_, set)| set.contains(&ctx.client));
+                if at_l { self.cfg.l_regions } else { self.cfg.s_regions }
+            }
+            Level::Full => unreachable!("handled above"),
+        };
+        if self.cfg.non_cover_every > 0 && round > 0 && round.is_multiple_of(self.cfg.non_cover_every) {
+            return (k - size..k).collect();
+        }
+        let mut chosen: Vec<i64> =
+            index::sample(ctx.rng, k as usize, size as usize).into_iter().map(|r| r as i64).collect();
+        chosen.sort_unstable();
+        chosen
+    }
+
+    /// Region ids of the maskable tensors for this round, drawn or recomputed as configured.
+    fn partition(&mut self, ctx: &mut MaskCtx) -> Result<&[(usize, Tensor)]> {
+        let round = ctx.version;
+        let stale = match (&self.partition, self.cfg.partition) {
+            (None, _) => true,
+            (Some(_), PartitionKind::StaticRandom) => false,
+            (Some((r, _)), _) => *r != round,
+        };
+        if stale {
+            let mut ids = Vec::with_capacity(self.cfg.tensors.len());
+            for name in &self.cfg.tensors {
+                let Some(t) = ctx.structure.tensor_index(name) else {
+                    return Err(Error::invalid(format!(
+                        "region-partition: the model has no tensor `{name}`; its tensors: {}",
+                        ctx.structure.names().join(", ")
+                    )));
+                };
+                let w = &ctx.global.tensors()[t];
+                let regions = match self.cfg.partition {
+                    PartitionKind::CodeArgsort => argsort_regions(w, self.cfg.regions),
+                    _ => random_regions(&w.size(), self.cfg.regions, self.cfg.granularity, ctx.rng, w.device()),
+                };
+                ids.push((t, regions));
+            }
+            self.partition = Some((round, ids));
+        }
+        Ok(&self.partition.as_ref().expect("drawn above").1)
+    }
+}
+
+impl MaskPolicy for RegionPolicy {
+    fn mask(&mut self, ctx: &mut MaskCtx) -> Result<Mask> {
+        let chosen = self.choose(ctx);
+        self.diagnostics.record(ctx.version, ctx.client, &chosen, self.cfg.regions, ctx.num_clients);
+        if chosen.len() as i64 == self.cfg.regions {
+            return Ok(Mask::Full);
+        }
+        let tensors = ctx.structure.tensors.len();
+        let ids = self.partition(ctx)?;
+        let mut masks: Vec<Option<Tensor>> = (0..tensors).map(|_| None).collect();
+        for (t, regions) in ids {
+            masks[*t] = Some(region_mask(regions, &chosen));
+        }
+        Ok(Mask::Elementwise(masks))
+    }
+
+    fn diagnostics(&self) -> Vec<(String, f64)> {
+        self.diagnostics.report()
+    }
+}
+
+/// The paper's coverage diagnostics (spec §3.6): Γ_q per region, |S_q|, the running Γ* and
+/// S*, and τ_q (the longest run of rounds a client has gone without training a region).
+#[derive(Debug, Default)]
+struct Coverage {
+    round: Option<u64>,
+    gamma: Vec<u64>,
+    /// Rounds since client n last trained region i, `[n][i]`, as of the last finished round.
+    since: Vec<Vec<u64>>,
+    /// Regions each client trains in the current round.
+    current: Vec<Option<Vec<i64>>>,
+    gamma_star: Option<u64>,
+    s_star: Option<u64>,
+}
+
+impl Coverage {
+    fn record(&mut self, round: u64, client: usize, chosen: &[i64], k: i64, clients: usize) {
+        if self.round != Some(round) {
+            self.finish_round();
+            self.round = Some(round);
+            self.gamma = vec![0; k as usize];
+            self.current = vec![None; clients];
+            if self.since.len() != clients {
+                self.since = vec![vec![0; k as usize]; clients];
+            }
+        }
+        for &r in chosen {
+            self.gamma[r as usize] += 1;
+        }
+        self.current[client] = Some(chosen.to_vec());
+    }
+
+    /// Folds the finished round into τ, Γ* and S* (round 0, full by design, is left out of the
+    /// minima as in the paper).
+    fn finish_round(&mut self) {
+        let Some(round) = self.round else { return };
+        for (n, regions) in self.current.iter().enumerate() {
+            for (i, s) in self.since[n].iter_mut().enumerate() {
+                let trained = regions.as_ref().is_some_and(|r| r.contains(&(i as i64)));
+                *s = if trained { 0 } else { *s + 1 };
+            }
+        }
+        if round > 0 {
+            let covered: Vec<u64> = self.gamma.iter().copied().filter(|&g| g > 0).collect();
+            let min_gamma = covered.iter().copied().min().unwrap_or(0);
+            self.gamma_star = Some(self.gamma_star.map_or(min_gamma, |g| g.min(min_gamma)));
+            let s = covered.len() as u64;
+            self.s_star = Some(self.s_star.map_or(s, |x| x.min(s)));
+        }
+    }
+
+    fn report(&self) -> Vec<(String, f64)> {
+        if self.round.is_none() {
+            return Vec::new();
+        }
+        let mut out: Vec<(String, f64)> =
+            self.gamma.iter().enumerate().map(|(i, g)| (format!("gamma_region{}", i + 1), *g as f64)).collect();
+        out.push(("covered_regions".into(), self.gamma.iter().filter(|&&g| g > 0).count() as f64));
+        if let Some(g) = self.gamma_star {
+            out.push(("gamma_star".into(), g as f64));
+        }
+        if let Some(s) = self.s_star {
+            out.push(("s_star".into(), s as f64));
+        }
+        // τ including the current round.
+        let tau = self
+            .since
+            .iter()
+            .zip(&self.current)
+            .flat_map(|(since, regions)| {
+                since.iter().enumerate().map(move |(i, s)| {
+                    if regions.as_ref().is_some_and(|r| r.contains(&(i as i64))) { 0 } else { s + 1 }
+                })
+            })
+            .max()
+            .unwrap_or(0);
+        out.push(("tau".into(), tau as f64));
+        out
+    }
+}
+
+inventory::submit! {
+    Component {
+        name: "region-partition",
+        summary: "K regions per maskable tensor; clients train 2 (L), 1 (S) or a mix; round 0 full, every 10th non-covering",
+        paper: "Wang et al., KDD 2023",
+        defaults: defaults_of::<RegionPolicyConfig>,
+        build: Builder::MaskPolicy(|p| Ok(Box::new(RegionPolicy::new(p.parse_valid(RegionPolicyConfig::validate)?)))),
+        origin: module_path!(),
+    }
+}

@@ -1,0 +1,101 @@
+//! The worked example of spec §3.7 (checked with numpy there) for RA-Fed, OAP and RAM-Fed.
+//!
+//! N = 3, four coordinates (coordinate i = region i), θ = [1, 2, 3, 4];
+//! m₁ = [1,1,0,0], m₂ = [0,1,1,0], m₃ = [0,1,0,0] (Γ = [1,3,1,0]);
+//! d₁ = [−.3,−.6,0,0], d₂ = [0,.3,.9,0], d₃ = [0,−.3,0,0];
+//! RAM-Fed memory before the round U₁ = [.1,.1,.1,.1], U₂ = [.2,.2,.2,.2], U₃ = [0,0,0,.3].
+
+use fl_algo_baselines::{CoverageMean, CoverageMeanConfig, Uncovered, Weighting};
+use fl_algo_kdd23::{Correction, RamFed, RamFedConfig};
+use fl_core::tch::Tensor;
+use fl_core::{AggregateCtx, Aggregator, ClientUpdate, Mask, ParamSet, Staleness};
+
+fn set(v: &[f32]) -> ParamSet {
+    ParamSet::new(vec!["w".into()], vec![Tensor::from_slice(v)]).unwrap()
+}
+
+fn values(p: &ParamSet) -> Vec<f32> {
+    Vec::try_from(&p.tensors()[0]).unwrap()
+}
+
+fn updates() -> Vec<ClientUpdate> {
+    let theta = set(&[1.0, 2.0, 3.0, 4.0]);
+    let masks: [[f32; 4]; 3] = [[1.0, 1.0, 0.0, 0.0], [0.0, 1.0, 1.0, 0.0], [0.0, 1.0, 0.0, 0.0]];
+    let deltas: [[f32; 4]; 3] = [[-0.3, -0.6, 0.0, 0.0], [0.0, 0.3, 0.9, 0.0], [0.0, -0.3, 0.0, 0.0]];
+    (0..3)
+        .map(|n| ClientUpdate {
+            client: n,
+            job: n as u64,
+            base_version: 0,
+            base: theta.shallow_clone(),
+            mask: Mask::Elementwise(vec![Some(Tensor::from_slice(&masks[n]))]),
+            delta: set(&deltas[n]),
+            pulled_version: None,
+            samples: 100 * (n + 1),
+            train_loss: 0.0,
+            dispatched_at: 0,
+            arrived_at: 0,
+        })
+        .collect()
+}
+
+fn run(agg: &mut dyn Aggregator) -> Vec<f32> {
+    let fresh = vec![Staleness { versions: 0, seconds: 0.0, weight: 1.0 }; 3];
+    let ctx = AggregateCtx { version: 0, num_clients: 3, now: 0, staleness: &fresh };
+    values(&agg.aggregate(&set(&[1.0, 2.0, 3.0, 4.0]), &updates(), &ctx).unwrap())
+}
+
+fn assert_close(got: &[f32], want: &[f32]) {
+    for (g, w) in got.iter().zip(want) {
+        assert!((g - w).abs() < 1e-6, "got {got:?}, want {want:?}");
+    }
+}
+
+fn with_memory(correction: Correction) -> RamFed {
+    let mut agg = RamFed::new(RamFedConfig { correction });
+    agg.set_memory(0, set(&[0.1, 0.1, 0.1, 0.1]));
+    agg.set_memory(1, set(&[0.2, 0.2, 0.2, 0.2]));
+    agg.set_memory(2, set(&[0.0, 0.0, 0.0, 0.3]));
+    agg
+}
+
+#[test]
+fn ra_fed_keeps_uncovered_coordinates() {
+    let mut agg = CoverageMean::new(CoverageMeanConfig { weighting: Weighting::Uniform, uncovered: Uncovered::Keep });
+    assert_close(&run(&mut agg), &[0.7, 1.8, 3.9, 4.0]);
+}
+
+#[test]
+fn oap_zeroes_uncovered_coordinates() {
+    let mut agg = CoverageMean::new(CoverageMeanConfig { weighting: Weighting::Uniform, uncovered: Uncovered::Zero });
+    assert_close(&run(&mut agg), &[0.7, 1.8, 3.9, 0.0]);
+}
+
+#[test]
+fn ram_fed_paper_rule_and_memory_refresh() {
+    let mut agg = with_memory(Correction::Gamma);
+    assert_close(&run(&mut agg), &[0.7, 1.8, 3.8, 4.2]);
+    assert_close(&values(agg.memory(0).unwrap()), &[-0.3, -0.6, 0.1, 0.1]);
+    assert_close(&values(agg.memory(1).unwrap()), &[0.2, 0.3, 0.9, 0.2]);
+    assert_close(&values(agg.memory(2).unwrap()), &[0.0, -0.3, 0.0, 0.3]);
+}
+
+#[test]
+fn ram_fed_code_rule() {
+    let mut agg = with_memory(Correction::N);
+    assert_close(&run(&mut agg), &[0.966_666_7, 1.8, 3.333_333_3, 4.2]);
+}
+
+#[test]
+fn ram_fed_with_empty_memory_and_full_masks_is_fedavg() {
+    // Round 0: memories are 0 and every client trains everything: θ + mean of the deltas.
+    let mut agg = RamFed::new(RamFedConfig::default());
+    let mut ups = updates();
+    for u in &mut ups {
+        u.mask = Mask::Full;
+    }
+    let fresh = vec![Staleness { versions: 0, seconds: 0.0, weight: 1.0 }; 3];
+    let ctx = AggregateCtx { version: 0, num_clients: 3, now: 0, staleness: &fresh };
+    let out = values(&agg.aggregate(&set(&[1.0, 2.0, 3.0, 4.0]), &ups, &ctx).unwrap());
+    assert_close(&out, &[0.9, 1.8, 3.3, 4.0]);
+}
