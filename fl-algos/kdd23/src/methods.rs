@@ -4,26 +4,34 @@
 
 use fl_core::Method;
 
-inventory::submit! {
-    Method {
-        name: "ra-fed",
-        summary: "RA-Fed: region submodels, each coordinate averaged over the clients that trained it",
-        paper: "Wang et al., KDD 2023",
-        preset: r#"
+/// The part every method of the paper shares, followed by the method's `[aggregator]` keys.
+macro_rules! preset {
+    ($aggregator:literal) => {
+        concat!(
+            r#"
             [scheduler]
             name = "sync-rounds"
             [mask]
             name = "region-partition"
-            [aggregator]
-            name = "coverage-mean"
-            weighting = "uniform"
             [trainer]
             name = "sgd"
             lr = 0.01
             momentum = 0.5
             batch_size = 128
             epochs = 5
-        "#,
+            [aggregator]
+            "#,
+            $aggregator
+        )
+    };
+}
+
+inventory::submit! {
+    Method {
+        name: "ra-fed",
+        summary: "RA-Fed: region submodels, each coordinate averaged over the clients that trained it",
+        paper: "Wang et al., KDD 2023",
+        preset: preset!("name = \"coverage-mean\"\nweighting = \"uniform\"\n"),
         origin: module_path!(),
     }
 }
@@ -33,20 +41,7 @@ inventory::submit! {
         name: "ram-fed",
         summary: "RAM-Fed: RA-Fed plus every client's stored update standing in where it did not train",
         paper: "Wang et al., KDD 2023",
-        preset: r#"
-            [scheduler]
-            name = "sync-rounds"
-            [mask]
-            name = "region-partition"
-            [aggregator]
-            name = "ram-fed"
-            [trainer]
-            name = "sgd"
-            lr = 0.01
-            momentum = 0.5
-            batch_size = 128
-            epochs = 5
-        "#,
+        preset: preset!("name = \"ram-fed\"\n"),
         origin: module_path!(),
     }
 }
@@ -56,22 +51,7 @@ inventory::submit! {
         name: "oap",
         summary: "OAP as run in KDD'23: RA-Fed's masks, but coordinates nobody trained are set to 0",
         paper: "Zhou et al., arXiv:2201.11803; as configured by Wang et al., KDD 2023",
-        preset: r#"
-            [scheduler]
-            name = "sync-rounds"
-            [mask]
-            name = "region-partition"
-            [aggregator]
-            name = "coverage-mean"
-            weighting = "uniform"
-            uncovered = "zero"
-            [trainer]
-            name = "sgd"
-            lr = 0.01
-            momentum = 0.5
-            batch_size = 128
-            epochs = 5
-        "#,
+        preset: preset!("name = \"coverage-mean\"\nweighting = \"uniform\"\nuncovered = \"zero\"\n"),
         origin: module_path!(),
     }
 }
