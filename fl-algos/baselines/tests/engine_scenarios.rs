@@ -254,3 +254,28 @@ fn the_virtual_time_limit_ends_a_run_at_the_limit() {
     assert_eq!(summary.aggregations, 3);
     assert_eq!(summary.virtual_time_s, 2.5);
 }
+
+/// Dispatches everyone once, merges, and never calls `stop`.
+struct NeverStops;
+
+impl Scheduler for NeverStops {
+    fn on_start(&mut self, ctx: &mut SchedCtx) -> Result<()> {
+        (0..ctx.num_clients()).try_for_each(|c| ctx.dispatch(c))
+    }
+    fn on_arrival(&mut self, ctx: &mut SchedCtx, _client: usize) -> Result<()> {
+        ctx.aggregate()
+    }
+}
+
+#[test]
+fn a_run_ends_when_only_evaluations_remain() {
+    let mut s =
+        setup(Box::new(NeverStops), Box::new(WeightedMean::new(WeightedMeanConfig::default())), Box::new(Constant));
+    s.eval = EvalConfig { every_aggregations: None, every_virtual_s: Some(0.5), batch_size: 4 };
+    let mut records: Vec<EvalRecord> = Vec::new();
+    let summary = Simulation::new(s).unwrap().run(&mut records).unwrap();
+    assert_eq!(summary.aggregations, 3);
+    assert_eq!(summary.virtual_time_s, 3.0);
+    // 0 (start), 0.5 … 3.0 by cadence; the last arrival is at 3.0 and the 3.0 evaluation follows it.
+    assert_eq!(records.len(), 7);
+}

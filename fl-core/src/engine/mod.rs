@@ -359,8 +359,12 @@ impl Simulation {
                 Event::Eval => {
                     let w = &mut self.world;
                     w.evaluate(observer)?;
-                    let every = w.eval.every_virtual_s.expect("eval events need a cadence");
-                    w.queue.push(at + ticks(every), Event::Eval);
+                    // Evaluations alone do not keep a run alive: with nothing else to
+                    // happen the simulation is over.
+                    if !w.queue.is_empty() {
+                        let every = w.eval.every_virtual_s.expect("eval events need a cadence");
+                        w.queue.push(at + ticks(every), Event::Eval);
+                    }
                 }
             }
         }
