@@ -6,13 +6,18 @@
 use std::path::{Path, PathBuf};
 
 use crate::cifar::{self, Cifar100Labels};
-use crate::error::Result;
+use crate::error::{DataError, Result};
 use crate::mnist::{self, MnistVariant};
 use crate::raw::{Normalization, RawSplits};
 
 /// Every dataset name `fl data info` and `fl data fetch` accept (the registered dataset
 /// components have the same names).
 pub const DATASET_NAMES: [&str; 5] = ["mnist", "fashion-mnist", "cifar10", "cifar100", "synthetic"];
+
+/// The error for a dataset name outside [`DATASET_NAMES`].
+pub fn unknown_dataset(name: &str) -> DataError {
+    DataError::Invalid(format!("unknown dataset `{name}`; known datasets: {}", DATASET_NAMES.join(", ")))
+}
 
 /// A dataset read from files in its official format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

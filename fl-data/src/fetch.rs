@@ -73,10 +73,7 @@ pub fn fetch(name: &str, data_dir: &Path) -> Result<FetchOutcome> {
             already_present: true,
             notes: vec!["synthetic data are generated from the run's seed; there is nothing to fetch".into()],
         }),
-        other => Err(DataError::Invalid(format!(
-            "unknown dataset `{other}`; known datasets: {}",
-            crate::catalog::DATASET_NAMES.join(", ")
-        ))),
+        other => Err(crate::catalog::unknown_dataset(other)),
     }
 }
 

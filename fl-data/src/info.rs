@@ -5,7 +5,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::catalog::{DATASET_NAMES, ImageDataset};
+use crate::catalog::{ImageDataset, unknown_dataset};
 use crate::error::{DataError, Result};
 use crate::synthetic::SyntheticConfig;
 
@@ -49,9 +49,7 @@ pub fn info(name: &str, data_dir: &Path) -> Result<DatasetInfo> {
             )),
         });
     }
-    let dataset = ImageDataset::from_name(name).ok_or_else(|| {
-        DataError::Invalid(format!("unknown dataset `{name}`; known datasets: {}", DATASET_NAMES.join(", ")))
-    })?;
+    let dataset = ImageDataset::from_name(name).ok_or_else(|| unknown_dataset(name))?;
     let dir = dataset.default_dir(data_dir);
     let classes = dataset.classes();
     let state = match dataset.read(&dir) {

@@ -28,8 +28,3 @@ pub use info::{DataState, DatasetInfo, info};
 pub use partition::{Dirichlet, DirichletConfig, Iid, Shards, ShardsConfig};
 pub use raw::{Normalization, RawImages, RawSplits};
 pub use synthetic::SyntheticConfig;
-
-/// The data directory used when none is given: `FL_DATA_DIR`, else `<user cache>/fl/data`.
-pub fn default_data_dir() -> std::path::PathBuf {
-    fl_build::data_dir()
-}

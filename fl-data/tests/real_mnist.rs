@@ -8,7 +8,7 @@ use fl_core::tch::Kind;
 use fl_data::{DataState, ImageDataset};
 
 fn data_dir_with_mnist() -> std::path::PathBuf {
-    let data_dir = fl_data::default_data_dir();
+    let data_dir = fl_build::data_dir();
     let dir = ImageDataset::Mnist.default_dir(&data_dir);
     let files_there = fl_data::mnist::IDX_FILES.iter().all(|f| fl_data::idx::find(&dir, f).is_some());
     assert!(
