@@ -4,7 +4,9 @@
 //! Clients train element regions of the maskable tensors (`region-partition`); RA-Fed averages
 //! each coordinate over the clients that trained it (`coverage-mean`, uniform, from the
 //! baselines), OAP zeroes what nobody trained, RAM-Fed adds every client's stored update
-//! (`ram-fed`).
+//! (`ram-fed`). The paper's other baselines are presets too: SplitFL and IST are the region
+//! policy with a shared or an own region per client, PruneFL trains the largest weights
+//! (`top-magnitude`).
 //!
 //! Deliberate choices (spec §8), each switchable: regions are a static seeded random
 //! partition (`partition = "code-argsort"` reproduces the code); local training masks
@@ -12,11 +14,16 @@
 //! correction by 1/Γ as in the paper (`correction = "n"` gives the code's rule); the code's
 //! aliasing bug and off-by-one (spec §3.4 b, c) are not reproduced.
 
+mod levels;
+mod maskable;
 mod methods;
 mod ram_fed;
 mod region_policy;
 mod regions;
+mod top_magnitude;
 
+pub use levels::{FirstRound, Level};
 pub use ram_fed::{Correction, RamFed, RamFedConfig};
-pub use region_policy::{FirstRound, Level, RegionPolicy, RegionPolicyConfig, typep_regions};
+pub use region_policy::{Choice, RegionPolicy, RegionPolicyConfig, typep_regions};
 pub use regions::{Granularity, PartitionKind};
+pub use top_magnitude::{Importance, TopMagnitude, TopMagnitudeConfig};

@@ -1,28 +1,38 @@
-//! The paper's methods as presets: uniform weighting, momentum-0.5 SGD with batch 128 and 5
-//! local epochs (spec §5.3), full participation, region masks at level L (override
-//! `[mask] level`). The learning rate is the MNIST-MLP one (0.01); set `[trainer] lr` per task.
+//! The paper's methods and baselines as presets: uniform weighting, momentum-0.5 SGD with batch
+//! 128 and 5 local epochs (spec §5.3), full participation, masks at level L where a level
+//! applies (override `[mask] level`). The learning rate is the MNIST-MLP one (0.01); set
+//! `[trainer] lr` per task. FedAvg of the paper is `ra-fed` with `[mask] level = "full"` (an
+//! unweighted mean, spec §7 item 1).
 
 use fl_core::Method;
 
-/// The part every method of the paper shares, followed by the method's `[aggregator]` keys.
+/// The part every method of the paper shares, then the method's `[mask]` and `[aggregator]`
+/// keys.
 macro_rules! preset {
-    ($aggregator:literal) => {
+    (mask: $mask:expr, aggregator: $aggregator:expr) => {
         concat!(
             r#"
             [scheduler]
             name = "sync-rounds"
-            [mask]
-            name = "region-partition"
             [trainer]
             name = "sgd"
             lr = 0.01
             momentum = 0.5
             batch_size = 128
             epochs = 5
-            [aggregator]
+            [mask]
             "#,
+            $mask,
+            "\n[aggregator]\n",
             $aggregator
         )
+    };
+}
+
+/// RA-Fed's aggregation rule: each coordinate averaged over the clients that trained it.
+macro_rules! ra_fed_rule {
+    () => {
+        "name = \"coverage-mean\"\nweighting = \"uniform\"\n"
     };
 }
 
@@ -31,7 +41,7 @@ inventory::submit! {
         name: "ra-fed",
         summary: "RA-Fed: region submodels, each coordinate averaged over the clients that trained it",
         paper: "Wang et al., KDD 2023",
-        preset: preset!("name = \"coverage-mean\"\nweighting = \"uniform\"\n"),
+        preset: preset!(mask: "name = \"region-partition\"", aggregator: ra_fed_rule!()),
         origin: module_path!(),
     }
 }
@@ -41,7 +51,7 @@ inventory::submit! {
         name: "ram-fed",
         summary: "RAM-Fed: RA-Fed plus every client's stored update standing in where it did not train",
         paper: "Wang et al., KDD 2023",
-        preset: preset!("name = \"ram-fed\"\n"),
+        preset: preset!(mask: "name = \"region-partition\"", aggregator: "name = \"ram-fed\"\n"),
         origin: module_path!(),
     }
 }
@@ -51,7 +61,43 @@ inventory::submit! {
         name: "oap",
         summary: "OAP as run in KDD'23: RA-Fed's masks, but coordinates nobody trained are set to 0",
         paper: "Zhou et al., arXiv:2201.11803; as configured by Wang et al., KDD 2023",
-        preset: preset!("name = \"coverage-mean\"\nweighting = \"uniform\"\nuncovered = \"zero\"\n"),
+        preset: preset!(mask: "name = \"region-partition\"", aggregator: concat!(ra_fed_rule!(), "uncovered = \"zero\"\n")),
+        origin: module_path!(),
+    }
+}
+
+inventory::submit! {
+    Method {
+        name: "splitfl",
+        summary: "SplitFL as run in KDD'23 (SameStr.): one random region pair per round, trained by every client",
+        paper: "Thapa et al., SplitFed, AAAI 2022; as configured by Wang et al., KDD 2023",
+        preset: preset!(
+            mask: "name = \"region-partition\"\nchoice = \"shared\"\nnon_cover_every = 0",
+            aggregator: ra_fed_rule!()
+        ),
+        origin: module_path!(),
+    }
+}
+
+inventory::submit! {
+    Method {
+        name: "ist",
+        summary: "IST as run in KDD'23 (U.A.): the maskable weights split into N disjoint groups redrawn each round, one per client",
+        paper: "Yuan et al., Distributed Learning of Fully Connected Neural Networks using Independent Subnet Training, VLDB 2022",
+        preset: preset!(
+            mask: "name = \"region-partition\"\nchoice = \"own\"\nregions = 10\npartition = \"per-round-random\"\nnon_cover_every = 0",
+            aggregator: ra_fed_rule!()
+        ),
+        origin: module_path!(),
+    }
+}
+
+inventory::submit! {
+    Method {
+        name: "prunefl",
+        summary: "PruneFL as run in KDD'23: clients train the largest-magnitude 50% (L) / 25% (S) of each maskable tensor",
+        paper: "Jiang et al., IEEE TNNLS 2022; as configured by Wang et al., KDD 2023",
+        preset: preset!(mask: "name = \"top-magnitude\"", aggregator: ra_fed_rule!()),
         origin: module_path!(),
     }
 }

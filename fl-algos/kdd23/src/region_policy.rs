@@ -3,41 +3,32 @@
 //! MIX = a random half of the clients at L and the rest at S. Round 0 trains the full model,
 //! and every 10th round forces a non-full cover (L: regions {3,4}, S: {4}). Fixed tables of
 //! per-client assignments (the paper's Figs. 3–4, code `typep` ids) can replace the draws.
-
-use std::collections::BTreeSet;
+//!
+//! Two baselines are the same policy with another `choice`: SplitFL draws one pair per round
+//! for every client (`shared`), IST splits into K = N regions and gives client n region n
+//! (`own`).
 
 use fl_core::registry::{Builder, Component, defaults_of};
 use fl_core::tch::Tensor;
-use fl_core::{Error, Mask, MaskCtx, MaskPolicy, Result};
+use fl_core::{Mask, MaskCtx, MaskPolicy, Result};
 use rand::seq::index;
 use serde::{Deserialize, Serialize};
 
+use crate::levels::{FirstRound, Level, MixDraw, validate_share};
+use crate::maskable::tensor_indices;
 use crate::regions::{Granularity, PartitionKind, argsort_regions, random_regions, region_mask};
 
-/// How many regions a client trains.
+/// Which regions a client trains, once the level fixes how many.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Level {
-    /// Every client trains every region (FedAvg).
-    Full,
-    /// `l_regions` regions per client (L-Arb.).
+pub enum Choice {
+    /// Each client draws its own regions uniformly (the "Arb." levels).
     #[default]
-    L,
-    /// `s_regions` regions per client (S-Arb.).
-    S,
-    /// A random `mix_l_share` of the clients at L each round, the rest at S (MIX-Arb.).
-    Mix,
-}
-
-/// What round 0 trains.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum FirstRound {
-    /// The full model (the code; it fills RAM-Fed's memories).
-    #[default]
-    Full,
-    /// Regions as in any other round.
-    Masked,
+    PerClient,
+    /// One draw per round, trained by every client (SplitFL's "SameStr.").
+    Shared,
+    /// Client n trains region n mod K alone, whatever the level (IST's "U.A." with K = N).
+    Own,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -50,6 +41,7 @@ pub struct RegionPolicyConfig {
     pub partition: PartitionKind,
     pub granularity: Granularity,
     pub level: Level,
+    pub choice: Choice,
     pub l_regions: i64,
     pub s_regions: i64,
     pub mix_l_share: f64,
@@ -70,6 +62,7 @@ impl Default for RegionPolicyConfig {
             partition: PartitionKind::StaticRandom,
             granularity: Granularity::Element,
             level: Level::L,
+            choice: Choice::PerClient,
             l_regions: 2,
             s_regions: 1,
             mix_l_share: 0.5,
@@ -90,8 +83,9 @@ impl RegionPolicyConfig {
                 return Err(format!("{key}: expected 1..={}, got {n}", self.regions));
             }
         }
-        if !(0.0..=1.0).contains(&self.mix_l_share) {
-            return Err(format!("mix_l_share: expected a value in [0, 1], got {}", self.mix_l_share));
+        validate_share(self.mix_l_share)?;
+        if self.choice == Choice::Shared && self.level == Level::Mix {
+            return Err("choice: \"shared\" gives every client the same regions; use level \"l\" or \"s\"".into());
         }
         if self.tensors.is_empty() {
             return Err("tensors: name at least one maskable tensor".into());
@@ -127,14 +121,15 @@ pub struct RegionPolicy {
     cfg: RegionPolicyConfig,
     /// Region ids per maskable tensor (structure index, ids) and the round they were drawn for.
     partition: Option<(u64, Vec<(usize, Tensor)>)>,
-    /// Clients at level L in the round of `mix_round`.
-    mix: Option<(u64, BTreeSet<usize>)>,
+    mix: MixDraw,
+    /// The regions of the round under `Choice::Shared`.
+    shared: Option<(u64, Vec<i64>)>,
     diagnostics: Coverage,
 }
 
 impl RegionPolicy {
     pub fn new(cfg: RegionPolicyConfig) -> Self {
-        RegionPolicy { cfg, partition: None, mix: None, diagnostics: Coverage::default() }
+        RegionPolicy { cfg, partition: None, mix: MixDraw::default(), shared: None, diagnostics: Coverage::default() }
     }
 
     /// The regions `ctx.client` trains in round `ctx.version`.
@@ -149,27 +144,32 @@ impl RegionPolicy {
             let table = &self.cfg.assignments[(round % self.cfg.assignments.len() as u64) as usize];
             return typep_regions(table[ctx.client % table.len()]);
         }
+        if self.cfg.choice == Choice::Own {
+            return vec![ctx.client as i64 % k];
+        }
         let size = match self.cfg.level {
             Level::L => self.cfg.l_regions,
             Level::S => self.cfg.s_regions,
-            Level::Mix => {
-                if self.mix.as_ref().is_none_or(|(r, _)| *r != round) {
-                    let n = ctx.num_clients;
-                    let l = ((n as f64) * self.cfg.mix_l_share).round() as usize;
-                    self.mix = Some((round, index::sample(ctx.rng, n, l).into_iter().collect()));
-                }
-                let at_l = self.mix.as_ref().is_some_and(|(_, set)| set.contains(&ctx.client));
-                if at_l { self.cfg.l_regions } else { self.cfg.s_regions }
-            }
+            Level::Mix if self.mix.at_l(ctx, self.cfg.mix_l_share) => self.cfg.l_regions,
+            Level::Mix => self.cfg.s_regions,
             Level::Full => unreachable!("handled above"),
         };
         if self.cfg.non_cover_every > 0 && round > 0 && round.is_multiple_of(self.cfg.non_cover_every) {
             return (k - size..k).collect();
         }
-        let mut chosen: Vec<i64> =
-            index::sample(ctx.rng, k as usize, size as usize).into_iter().map(|r| r as i64).collect();
-        chosen.sort_unstable();
-        chosen
+        let draw = |rng: &mut fl_core::rng::Rng| {
+            let mut chosen: Vec<i64> =
+                index::sample(rng, k as usize, size as usize).into_iter().map(|r| r as i64).collect();
+            chosen.sort_unstable();
+            chosen
+        };
+        if self.cfg.choice == Choice::Shared {
+            if self.shared.as_ref().is_none_or(|(r, _)| *r != round) {
+                self.shared = Some((round, draw(ctx.rng)));
+            }
+            return self.shared.as_ref().expect("drawn above").1.clone();
+        }
+        draw(ctx.rng)
     }
 
     /// Region ids of the maskable tensors for this round, drawn or recomputed as configured.
@@ -182,13 +182,7 @@ impl RegionPolicy {
         };
         if stale {
             let mut ids = Vec::with_capacity(self.cfg.tensors.len());
-            for name in &self.cfg.tensors {
-                let Some(t) = ctx.structure.tensor_index(name) else {
-                    return Err(Error::invalid(format!(
-                        "region-partition: the model has no tensor `{name}`; its tensors: {}",
-                        ctx.structure.names().join(", ")
-                    )));
-                };
+            for t in tensor_indices("region-partition", &self.cfg.tensors, ctx.structure)? {
                 let w = &ctx.global.tensors()[t];
                 let regions = match self.cfg.partition {
                     PartitionKind::CodeArgsort => argsort_regions(w, self.cfg.regions),

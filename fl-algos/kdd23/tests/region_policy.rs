@@ -2,67 +2,18 @@
 //! round 0, forced non-cover rounds, MIX split, typep tables), the diagnostics of Figs. 3–4,
 //! and masked local training that keeps masked weights at exactly 0.
 
+mod common;
+
 use std::sync::Arc;
 
+use common::{fc1_share, global, round_masks, structure};
 use fl_algo_kdd23::{Granularity, Level, PartitionKind, RegionPolicy, RegionPolicyConfig};
 use fl_core::profile::DeviceProfile;
 use fl_core::rng::{self, TensorNoise};
-use fl_core::tch::{Kind, Tensor};
+use fl_core::tch::Tensor;
 use fl_core::testing::{TinyLinear, tiny_dataset};
 use fl_core::trainer::sgd::{Sgd, SgdConfig};
-use fl_core::{LocalTrainer, Mask, MaskCtx, MaskPolicy, Model, ParamSet, Structure, TensorSpec, TrainJob};
-
-fn structure() -> Structure {
-    let t = |name: &str, shape: Vec<i64>| TensorSpec { name: name.into(), shape };
-    Structure {
-        tensors: vec![t("fc1.weight", vec![8, 10]), t("fc1.bias", vec![8]), t("fc2.weight", vec![2, 8])],
-        groups: vec![],
-    }
-}
-
-fn global(s: &Structure) -> ParamSet {
-    let tensors = s.tensors.iter().map(|t| Tensor::randn(&t.shape[..], fl_core::tch::kind::FLOAT_CPU)).collect();
-    ParamSet::new(s.names(), tensors).unwrap()
-}
-
-/// Masks of every client in `round`, in client order.
-fn round_masks(
-    policy: &mut RegionPolicy,
-    s: &Structure,
-    g: &ParamSet,
-    round: u64,
-    clients: usize,
-    rng: &mut rng::Rng,
-) -> Vec<Mask> {
-    let profile = DeviceProfile { flops_per_s: 1.0, up_bytes_per_s: 1.0, down_bytes_per_s: 1.0 };
-    (0..clients)
-        .map(|client| {
-            policy
-                .mask(&mut MaskCtx {
-                    client,
-                    num_clients: clients,
-                    profile: &profile,
-                    version: round,
-                    structure: s,
-                    global: g,
-                    rng,
-                })
-                .unwrap()
-        })
-        .collect()
-}
-
-/// Share of `fc1.weight` a mask keeps; checks the other tensors are unmasked.
-fn fc1_share(m: &Mask) -> f64 {
-    match m {
-        Mask::Full => 1.0,
-        Mask::Elementwise(ts) => {
-            assert!(ts[1].is_none() && ts[2].is_none(), "only the maskable tensor is masked");
-            ts[0].as_ref().unwrap().mean(Kind::Double).double_value(&[])
-        }
-        Mask::Structured(_) => panic!("region masks are elementwise"),
-    }
-}
+use fl_core::{LocalTrainer, Mask, MaskCtx, MaskPolicy, Model, ParamSet, TrainJob};
 
 fn policy(cfg: RegionPolicyConfig) -> RegionPolicy {
     cfg.validate().unwrap();

@@ -1,0 +1,19 @@
+//! The maskable tensors of a model (spec §4.2): named in the policy's config, looked up in the
+//! model's structure; every other tensor is trained by all clients.
+
+use fl_core::{Error, Result, Structure};
+
+/// The structure indices of `names`; an unknown name is an error that lists the model's tensors.
+pub fn tensor_indices(policy: &str, names: &[String], structure: &Structure) -> Result<Vec<usize>> {
+    names
+        .iter()
+        .map(|name| {
+            structure.tensor_index(name).ok_or_else(|| {
+                Error::invalid(format!(
+                    "{policy}: the model has no tensor `{name}`; its tensors: {}",
+                    structure.names().join(", ")
+                ))
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,151 @@
+//! `top-magnitude`: PruneFL as the KDD'23 paper runs it (spec §7 item 4, A-18). Each round a
+//! client trains the most important ρ of every maskable tensor, ρ = `l_fraction` at L and
+//! `s_fraction` at S (MIX: a random `mix_l_share` of the clients at L). Importance is |θ_q|
+//! ("high-weight parameter selection"), or with `importance = "grad-sq"` the square of the
+//! last aggregated update θ_q − θ_{q−1}, the server-side stand-in for PruneFL's squared
+//! aggregated gradient (magnitude until a first update exists). Every client at a level gets
+//! the same mask and the masks are nested, so the top quarter is trained by everyone. Round 0
+//! is full.
+
+use fl_core::registry::{Builder, Component, defaults_of};
+use fl_core::tch::{Kind, Tensor};
+use fl_core::{Mask, MaskCtx, MaskPolicy, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::levels::{FirstRound, Level, MixDraw, validate_share};
+use crate::maskable::tensor_indices;
+
+/// What ranks the parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Importance {
+    /// |θ_q|.
+    #[default]
+    Magnitude,
+    /// (θ_q − θ_{q−1})².
+    GradSq,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TopMagnitudeConfig {
+    /// The maskable tensors (spec §4.2).
+    pub tensors: Vec<String>,
+    pub level: Level,
+    pub l_fraction: f64,
+    pub s_fraction: f64,
+    pub mix_l_share: f64,
+    pub first_round: FirstRound,
+    pub importance: Importance,
+}
+
+impl Default for TopMagnitudeConfig {
+    fn default() -> Self {
+        TopMagnitudeConfig {
+            tensors: vec!["fc1.weight".into()],
+            level: Level::L,
+            l_fraction: 0.5,
+            s_fraction: 0.25,
+            mix_l_share: 0.5,
+            first_round: FirstRound::Full,
+            importance: Importance::Magnitude,
+        }
+    }
+}
+
+impl TopMagnitudeConfig {
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        for (key, f) in [("l_fraction", self.l_fraction), ("s_fraction", self.s_fraction)] {
+            if !(f > 0.0 && f <= 1.0) {
+                return Err(format!("{key}: expected a fraction in (0, 1], got {f}"));
+            }
+        }
+        validate_share(self.mix_l_share)?;
+        if self.tensors.is_empty() {
+            return Err("tensors: name at least one maskable tensor".into());
+        }
+        Ok(())
+    }
+}
+
+/// The masks of one round, per level.
+struct RoundMasks {
+    round: u64,
+    l: Vec<Option<Tensor>>,
+    s: Vec<Option<Tensor>>,
+}
+
+pub struct TopMagnitude {
+    cfg: TopMagnitudeConfig,
+    masks: Option<RoundMasks>,
+    mix: MixDraw,
+    /// The global model the last masks were computed from (for `grad-sq`).
+    previous: Option<(u64, Vec<Tensor>)>,
+}
+
+impl TopMagnitude {
+    pub fn new(cfg: TopMagnitudeConfig) -> Self {
+        TopMagnitude { cfg, masks: None, mix: MixDraw::default(), previous: None }
+    }
+
+    fn compute(&mut self, ctx: &MaskCtx) -> Result<RoundMasks> {
+        let indices = tensor_indices("top-magnitude", &self.cfg.tensors, ctx.structure)?;
+        let tensors = ctx.structure.tensors.len();
+        let (mut l, mut s): (Vec<Option<Tensor>>, Vec<Option<Tensor>>) =
+            ((0..tensors).map(|_| None).collect(), (0..tensors).map(|_| None).collect());
+        let previous = self.previous.as_ref().filter(|(v, _)| *v < ctx.version).map(|(_, p)| p);
+        for &t in &indices {
+            let w = &ctx.global.tensors()[t];
+            let score = match (self.cfg.importance, previous) {
+                (Importance::GradSq, Some(p)) => (w - &p[t]).square(),
+                _ => w.abs(),
+            };
+            l[t] = Some(top_fraction(&score, self.cfg.l_fraction));
+            s[t] = Some(top_fraction(&score, self.cfg.s_fraction));
+        }
+        if self.cfg.importance == Importance::GradSq {
+            let w = ctx.global.tensors();
+            let snapshot = (0..tensors).map(|t| if indices.contains(&t) { w[t].copy() } else { Tensor::new() });
+            self.previous = Some((ctx.version, snapshot.collect()));
+        }
+        Ok(RoundMasks { round: ctx.version, l, s })
+    }
+}
+
+/// The 0/1 mask of the `fraction · numel` largest entries of `score` (rounded).
+fn top_fraction(score: &Tensor, fraction: f64) -> Tensor {
+    let flat = score.flatten(0, -1);
+    let n = flat.numel() as i64;
+    let k = ((n as f64) * fraction).round() as i64;
+    let (_, idx) = flat.topk(k, 0, true, false);
+    flat.zeros_like().index_fill(0, &idx, 1.0).reshape(score.size()).to_kind(Kind::Float)
+}
+
+impl MaskPolicy for TopMagnitude {
+    fn mask(&mut self, ctx: &mut MaskCtx) -> Result<Mask> {
+        let at_l = match self.cfg.level {
+            Level::Full => return Ok(Mask::Full),
+            _ if ctx.version == 0 && self.cfg.first_round == FirstRound::Full => return Ok(Mask::Full),
+            Level::L => true,
+            Level::S => false,
+            Level::Mix => self.mix.at_l(ctx, self.cfg.mix_l_share),
+        };
+        if self.masks.as_ref().is_none_or(|m| m.round != ctx.version) {
+            self.masks = Some(self.compute(ctx)?);
+        }
+        let masks = self.masks.as_ref().expect("computed above");
+        let chosen = if at_l { &masks.l } else { &masks.s };
+        Ok(Mask::Elementwise(chosen.iter().map(|m| m.as_ref().map(Tensor::shallow_clone)).collect()))
+    }
+}
+
+inventory::submit! {
+    Component {
+        name: "top-magnitude",
+        summary: "PruneFL as in KDD'23: each client trains the top 50% (L) / 25% (S) of each maskable tensor by |θ|",
+        paper: "Jiang et al., Model Pruning Enables Efficient Federated Learning on Edge Devices, IEEE TNNLS 2022",
+        defaults: defaults_of::<TopMagnitudeConfig>,
+        build: Builder::MaskPolicy(|p| Ok(Box::new(TopMagnitude::new(p.parse_valid(TopMagnitudeConfig::validate)?)))),
+        origin: module_path!(),
+    }
+}

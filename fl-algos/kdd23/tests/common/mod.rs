@@ -1,0 +1,59 @@
+//! Shared fixtures of the mask-policy tests: a small model structure, a random global model,
+//! and one round of masks.
+
+use fl_core::profile::DeviceProfile;
+use fl_core::rng;
+use fl_core::tch::{Kind, Tensor};
+use fl_core::{Mask, MaskCtx, MaskPolicy, ParamSet, Structure, TensorSpec};
+
+pub fn structure() -> Structure {
+    let t = |name: &str, shape: Vec<i64>| TensorSpec { name: name.into(), shape };
+    Structure {
+        tensors: vec![t("fc1.weight", vec![8, 10]), t("fc1.bias", vec![8]), t("fc2.weight", vec![2, 8])],
+        groups: vec![],
+    }
+}
+
+pub fn global(s: &Structure) -> ParamSet {
+    let tensors = s.tensors.iter().map(|t| Tensor::randn(&t.shape[..], fl_core::tch::kind::FLOAT_CPU)).collect();
+    ParamSet::new(s.names(), tensors).unwrap()
+}
+
+/// Masks of every client in `round`, in client order.
+pub fn round_masks(
+    policy: &mut dyn MaskPolicy,
+    s: &Structure,
+    g: &ParamSet,
+    round: u64,
+    clients: usize,
+    rng: &mut rng::Rng,
+) -> Vec<Mask> {
+    let profile = DeviceProfile { flops_per_s: 1.0, up_bytes_per_s: 1.0, down_bytes_per_s: 1.0 };
+    (0..clients)
+        .map(|client| {
+            policy
+                .mask(&mut MaskCtx {
+                    client,
+                    num_clients: clients,
+                    profile: &profile,
+                    version: round,
+                    structure: s,
+                    global: g,
+                    rng,
+                })
+                .unwrap()
+        })
+        .collect()
+}
+
+/// Share of `fc1.weight` a mask keeps; checks the other tensors are unmasked.
+pub fn fc1_share(m: &Mask) -> f64 {
+    match m {
+        Mask::Full => 1.0,
+        Mask::Elementwise(ts) => {
+            assert!(ts[1].is_none() && ts[2].is_none(), "only the maskable tensor is masked");
+            ts[0].as_ref().unwrap().mean(Kind::Double).double_value(&[])
+        }
+        Mask::Structured(_) => panic!("region masks are elementwise"),
+    }
+}
