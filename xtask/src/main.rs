@@ -4,8 +4,11 @@
 //! - `run [ARGS…]`: setup, then `fl run experiments/quickstart.toml [ARGS…]`.
 //! - `test [ARGS…]`: setup, then every test of the workspace.
 //! - `bench [ARGS…]`: setup, then the `fl-bench` benchmarks.
+//! - `reproduce <paper> [OPTIONS]`: setup, then a paper's grid of runs and its report.
 
 mod commands;
+mod plot;
+mod reproduce;
 mod util;
 
 use std::process::ExitCode;
@@ -17,11 +20,16 @@ fn main() -> ExitCode {
         Some("run") => commands::run::run(&args[1..]),
         Some("test") => commands::test::run(&args[1..]),
         Some("bench") => commands::bench::run(&args[1..]),
+        Some("reproduce") => reproduce::run(&args[1..]),
         Some("-h" | "--help" | "help") | None => {
-            println!("usage: cargo xtask <setup | run [ARGS…] | test [ARGS…] | bench [ARGS…]>");
+            println!(
+                "usage: cargo xtask <setup | run [ARGS…] | test [ARGS…] | bench [ARGS…] | reproduce PAPER [OPTIONS]>"
+            );
             Ok(())
         }
-        Some(other) => Err(anyhow::anyhow!("unknown xtask command `{other}`; expected setup, run, test or bench")),
+        Some(other) => {
+            Err(anyhow::anyhow!("unknown xtask command `{other}`; expected setup, run, test, bench or reproduce"))
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

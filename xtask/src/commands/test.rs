@@ -1,11 +1,22 @@
 //! `cargo xtask test [ARGS…]`: every test of the workspace, after setup (the end-to-end tests
-//! train on the real MNIST that setup fetches).
+//! train on the real MNIST that setup fetches); then, unless ARGS narrow the tests, the
+//! smoke-scale reproductions, whose checks must hold (spec kdd23 §9.4).
 
 use anyhow::Result;
 
 use crate::util::{cargo, run as run_cmd};
 
+/// The papers whose smoke reproduction is part of the tests.
+const SMOKE: [&str; 1] = ["kdd23"];
+
 pub fn run(args: &[String]) -> Result<()> {
     super::setup::run()?;
-    run_cmd(cargo().args(["test", "--workspace", "--release"]).args(args))
+    run_cmd(cargo().args(["test", "--workspace", "--release"]).args(args))?;
+    if args.is_empty() {
+        let jobs = std::thread::available_parallelism().map_or(1, |n| n.get()).to_string();
+        for paper in SMOKE {
+            crate::reproduce::run(&[paper.into(), "--scale".into(), "smoke".into(), "--jobs".into(), jobs.clone()])?;
+        }
+    }
+    Ok(())
 }

@@ -1,0 +1,115 @@
+//! What a run left in its directory, read back for reports: `summary.json`, the per-round
+//! curve of `metrics.csv` and the last diagnostics of `events.jsonl`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+
+/// A finished run's results.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub best_accuracy: f64,
+    pub final_accuracy: f64,
+    pub final_loss: f64,
+    pub wall_time_s: f64,
+    /// (version, accuracy, loss) at every evaluation.
+    pub curve: Vec<(f64, f64, f64)>,
+    /// The diagnostics of the last evaluation.
+    pub diagnostics: BTreeMap<String, f64>,
+}
+
+impl Outcome {
+    /// Reads `dir`; a run without `summary.json` has not finished.
+    pub fn read(dir: &Path) -> Result<Outcome> {
+        let summary_path = dir.join("summary.json");
+        let text =
+            std::fs::read_to_string(&summary_path).with_context(|| format!("reading {}", summary_path.display()))?;
+        let summary: serde_json::Value =
+            serde_json::from_str(&text).with_context(|| format!("parsing {}", summary_path.display()))?;
+        // NaN is written as null.
+        let number = |key: &str| summary[key].as_f64().unwrap_or(f64::NAN);
+        Ok(Outcome {
+            best_accuracy: number("best_accuracy"),
+            final_accuracy: number("final_accuracy"),
+            final_loss: number("final_loss"),
+            wall_time_s: number("wall_time_s"),
+            curve: read_curve(&dir.join("metrics.csv"))?,
+            diagnostics: read_last_diagnostics(&dir.join("events.jsonl"))?,
+        })
+    }
+
+    /// Whether a loss went NaN or infinite anywhere.
+    pub fn diverged(&self) -> bool {
+        !self.final_loss.is_finite() || self.curve.iter().any(|(_, _, loss)| !loss.is_finite())
+    }
+}
+
+fn read_curve(path: &Path) -> Result<Vec<(f64, f64, f64)>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
+    let column = |name: &str| {
+        header.iter().position(|h| *h == name).with_context(|| format!("{}: no `{name}` column", path.display()))
+    };
+    let (version, accuracy, loss) = (column("version")?, column("accuracy")?, column("loss")?);
+    let mut curve = Vec::new();
+    for (i, line) in lines.enumerate() {
+        let cells: Vec<&str> = line.split(',').collect();
+        let cell = |c: usize| -> Result<f64> {
+            let s = cells.get(c).copied().unwrap_or_default();
+            s.parse().with_context(|| format!("{} line {}: expected a number, got `{s}`", path.display(), i + 2))
+        };
+        curve.push((cell(version)?, cell(accuracy)?, cell(loss)?));
+    }
+    Ok(curve)
+}
+
+fn read_last_diagnostics(path: &Path) -> Result<BTreeMap<String, f64>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let Some(last) = text.lines().rev().find(|l| !l.trim().is_empty()) else {
+        return Ok(BTreeMap::new());
+    };
+    let event: serde_json::Value =
+        serde_json::from_str(last).with_context(|| format!("{}: the last line is not JSON", path.display()))?;
+    let Some(diagnostics) = event["diagnostics"].as_object() else {
+        bail!("{}: the last event has no `diagnostics` object", path.display());
+    };
+    Ok(diagnostics.iter().filter_map(|(k, v)| Some((k.clone(), v.as_f64()?))).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_summary_curve_and_last_diagnostics() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path();
+        std::fs::write(
+            p.join("summary.json"),
+            r#"{"best_accuracy":0.9,"final_accuracy":0.8,"final_loss":null,"wall_time_s":3.5}"#,
+        )
+        .unwrap();
+        std::fs::write(p.join("metrics.csv"), "virtual_time_s,version,accuracy,loss\n1,0,0.1,2.3\n2,1,0.9,NaN\n")
+            .unwrap();
+        std::fs::write(
+            p.join("events.jsonl"),
+            "{\"diagnostics\":{\"tau\":1},\"event\":\"eval\"}\n{\"diagnostics\":{\"tau\":2,\"gamma_star\":10},\"event\":\"eval\"}\n",
+        )
+        .unwrap();
+        let o = Outcome::read(p).unwrap();
+        assert_eq!((o.best_accuracy, o.final_accuracy, o.wall_time_s), (0.9, 0.8, 3.5));
+        assert!(o.final_loss.is_nan() && o.diverged());
+        assert_eq!(o.curve[0], (0.0, 0.1, 2.3));
+        assert_eq!(o.diagnostics["tau"], 2.0);
+        assert_eq!(o.diagnostics["gamma_star"], 10.0);
+    }
+
+    #[test]
+    fn an_unfinished_run_is_an_error_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = format!("{:#}", Outcome::read(dir.path()).unwrap_err());
+        assert!(err.contains("summary.json"), "{err}");
+    }
+}

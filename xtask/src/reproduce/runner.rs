@@ -1,0 +1,100 @@
+//! Executes planned runs with the `fl` binary, `jobs` at a time. A run whose directory holds a
+//! `summary.json` beside an identical `experiment.toml` is done and is not run again, so an
+//! interrupted reproduction resumes where it stopped.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+
+use anyhow::{Context, Result};
+
+use super::grid::PlannedRun;
+
+pub struct Runner {
+    pub fl: PathBuf,
+    pub device: String,
+    pub jobs: usize,
+    /// Client jobs trained concurrently inside each run.
+    pub workers: usize,
+}
+
+/// Whether `run` finished earlier with the same experiment.
+pub fn is_done(run: &PlannedRun) -> bool {
+    run.dir.join("summary.json").is_file()
+        && std::fs::read_to_string(run.dir.join("experiment.toml")).is_ok_and(|t| t == run.experiment)
+}
+
+impl Runner {
+    /// Runs every run of `runs` that is not done; returns the keys (and directories) of those
+    /// that failed. Progress goes to stdout as runs finish.
+    pub fn run_all(&self, runs: &[PlannedRun]) -> Vec<(String, PathBuf)> {
+        let todo: VecDeque<&PlannedRun> = runs.iter().filter(|r| !is_done(r)).collect();
+        let total = todo.len();
+        println!(
+            "{} runs planned, {} already done, {} to run ({} at a time)",
+            runs.len(),
+            runs.len() - total,
+            total,
+            self.jobs
+        );
+        let queue = Mutex::new(todo);
+        let finished = Mutex::new((0usize, Vec::new()));
+        std::thread::scope(|s| {
+            for _ in 0..self.jobs.max(1) {
+                s.spawn(|| {
+                    loop {
+                        let Some(run) = queue.lock().expect("queue lock").pop_front() else { break };
+                        let result = self.run_one(run);
+                        let mut done = finished.lock().expect("progress lock");
+                        done.0 += 1;
+                        let tag = format!("[{}/{total}] {} (seed {})", done.0, run.key, run.seed);
+                        match result {
+                            Ok(line) => println!("{tag}: {line}"),
+                            Err(e) => {
+                                println!("{tag}: FAILED: {e:#}");
+                                done.1.push((run.key.clone(), run.dir.clone()));
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        finished.into_inner().expect("progress lock").1
+    }
+
+    fn run_one(&self, run: &PlannedRun) -> Result<String> {
+        std::fs::create_dir_all(&run.dir).with_context(|| format!("creating {}", run.dir.display()))?;
+        let _ = std::fs::remove_file(run.dir.join("summary.json"));
+        let file = run.dir.join("experiment.toml");
+        std::fs::write(&file, &run.experiment).with_context(|| format!("writing {}", file.display()))?;
+        let log_path = run.dir.join("log.txt");
+        let log = File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
+        let status = Command::new(&self.fl)
+            .arg("run")
+            .arg(&file)
+            .arg("--out")
+            .arg(&run.dir)
+            .args(["--device", &self.device, "--workers", &self.workers.to_string(), "--quiet"])
+            .stdout(Stdio::from(log.try_clone()?))
+            .stderr(Stdio::from(log))
+            .status()
+            .with_context(|| format!("starting {}", self.fl.display()))?;
+        if !status.success() {
+            let tail = last_lines(&log_path, 5);
+            anyhow::bail!("{status}; log {}:\n{tail}", log_path.display());
+        }
+        let outcome = super::outcome::Outcome::read(&run.dir)?;
+        Ok(format!(
+            "best {:.4}, final {:.4}, {:.0} s",
+            outcome.best_accuracy, outcome.final_accuracy, outcome.wall_time_s
+        ))
+    }
+}
+
+fn last_lines(path: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
