@@ -331,3 +331,99 @@ pub fn render_verdicts(title: &str, verdicts: &[Verdict]) -> String {
     }
     md
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    fn run(dataset: &str, alpha: f64, id: &str) -> PlannedRun {
+        PlannedRun {
+            key: format!("{}/{id}", setting(dataset, alpha)),
+            dataset: dataset.into(),
+            alpha,
+            id: id.into(),
+            seed: 1,
+            may_diverge: false,
+            experiment: String::new(),
+            dir: PathBuf::new(),
+        }
+    }
+
+    fn outcome(best: f64, last: f64) -> Outcome {
+        Outcome {
+            best_accuracy: best,
+            final_accuracy: last,
+            final_loss: 0.1,
+            wall_time_s: 1.0,
+            curve: vec![],
+            diagnostics: BTreeMap::new(),
+        }
+    }
+
+    const EXPECTED: &str = r#"
+        [[tables]]
+        id = "t"
+        title = "T"
+        columns = [{ dataset = "m", alpha = 0.1 }, { dataset = "m", alpha = 0.5 }, { dataset = "c", alpha = 0.1 }]
+        tolerance = { m = 3.0 }
+        rows = [
+            { method = "A", level = "L", run = "a", paper = [94.2, 90.0, 60.0] },
+            { method = "B", level = "Arb.", paper = ["-", "-", "-"] },
+            { method = "C", level = "S", run = "c", paper = [80.0, "-", 50.0], fails_below = 30.0 },
+        ]
+    "#;
+
+    #[test]
+    fn cells_show_paper_best_final_and_delta_or_why_not() {
+        let expected: Expected = toml::from_str(EXPECTED).unwrap();
+        let runs = vec![run("m", 0.1, "a"), run("m", 0.1, "c"), run("m", 0.5, "c"), run("c", 0.1, "a")];
+        let mut outcomes = BTreeMap::new();
+        outcomes.insert("m-a0.1/a".to_string(), vec![outcome(0.95, 0.94), outcome(0.97, 0.96)]);
+        outcomes.insert("m-a0.1/c".to_string(), vec![outcome(0.70, 0.70)]);
+        outcomes.insert("m-a0.5/c".to_string(), vec![outcome(0.25, 0.2)]);
+        let missing = BTreeMap::from([("c".to_string(), "fetch c".to_string())]);
+        let results = Results { scale: "s", runs: &runs, outcomes, missing };
+        let (md, cells) = render_table(&expected.tables[0], &results);
+        // Row A: the mean over two seeds (best 96.0, final 95.0), Δ = +1.8; α = 0.5 not run; c missing.
+        assert!(md.contains("| A | L | 94.2 / 96.0 / 95.0 / +1.8 | 90.0 / · | 60.0 / no data |"), "{md}");
+        assert!(md.contains("| B | Arb. | - | - | - |"), "{md}");
+        // Row C: Δ = −10 is beyond ±3; the paper's "-" cell fails as the paper says.
+        assert!(
+            md.contains("| C | S | 80.0 / 70.0 / 70.0 / -10.0 ✗ | - / 25.0 / 20.0 (fails, as in the paper) |"),
+            "{md}"
+        );
+        assert!(md.contains("1 of 2 compared cells within tolerance"), "{md}");
+        assert_eq!(cells.len(), 9);
+        assert_eq!(cells[0]["delta"].as_f64().map(|d| (d * 10.0).round() / 10.0), Some(1.8));
+    }
+
+    #[test]
+    fn orderings_count_the_settings_where_the_chain_holds() {
+        let grid: Grid = toml::from_str(
+            r#"
+            paper = "p"
+            title = "t"
+            rows = []
+            scales = {}
+            datasets = {}
+            [[orderings]]
+            what = "a ≥ b"
+            chains = [["a", "b"]]
+            tolerance = 0.01
+            "#,
+        )
+        .unwrap();
+        let runs = vec![run("m", 0.1, "a"), run("m", 0.1, "b"), run("m", 0.5, "a"), run("m", 0.5, "b")];
+        let mut outcomes = BTreeMap::new();
+        outcomes.insert("m-a0.1/a".to_string(), vec![outcome(0.895, 0.9)]);
+        outcomes.insert("m-a0.1/b".to_string(), vec![outcome(0.90, 0.9)]);
+        outcomes.insert("m-a0.5/a".to_string(), vec![outcome(0.80, 0.8)]);
+        outcomes.insert("m-a0.5/b".to_string(), vec![outcome(0.90, 0.9)]);
+        let results = Results { scale: "s", runs: &runs, outcomes, missing: BTreeMap::new() };
+        let v = evaluate_orderings(&grid, &results);
+        assert_eq!(v[0].passed, Some(false));
+        assert!(v[0].detail.starts_with("holds in 1 of 2; not in: m-a0.5 (a 80.0, b 90.0)"), "{}", v[0].detail);
+    }
+}
