@@ -27,7 +27,7 @@ pub const LR: f64 = 0.05;
 impl MlpWorkload {
     pub fn new(samples: usize) -> Self {
         let registry = Registry::get().expect("registry");
-        let spec = DataSpec { input_shape: vec![1, 28, 28], classes: 10 };
+        let spec = DataSpec { input_shape: vec![1, 28, 28], classes: 10, vocab_size: None };
         let comp = registry.component(Kind::Model, "mlp", "bench", "model").expect("mlp is registered");
         let Builder::Model(build) = comp.build else { unreachable!("registry keys builders by kind") };
         let mut table = fl_core::toml::Table::new();

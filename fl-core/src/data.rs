@@ -9,7 +9,8 @@ use tch::{Device, Tensor};
 use crate::error::Result;
 use crate::rng::Rng;
 
-/// Inputs `x` (`[n, ...input_shape]`, float) and class labels `y` (`[n]`, int64).
+/// Inputs `x` (`[n, ...input_shape]`: float features, or int64 token ids for text) and class
+/// labels `y` (`[n]`, int64).
 #[derive(Debug)]
 pub struct Dataset {
     pub x: Tensor,
@@ -40,11 +41,14 @@ impl Dataset {
 }
 
 /// What a model needs to know about its inputs.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct DataSpec {
-    /// Shape of one sample, e.g. `[1, 28, 28]`.
+    /// Shape of one sample, e.g. `[1, 28, 28]`, or `[seq_len]` for token-id sequences.
     pub input_shape: Vec<i64>,
     pub classes: i64,
+    /// The number of token ids (ids are `0..vocab_size`) when samples are token-id sequences
+    /// (int64 `x`, as the text datasets give); `None` for real-valued inputs.
+    pub vocab_size: Option<i64>,
 }
 
 /// A dataset as loaded: train and test splits, and the clients' own split where the data is

@@ -1,5 +1,6 @@
-//! The file-based datasets this crate knows, with what differs between them: name, default
-//! directory, reader, shape, classes and normalisation constants.
+//! The file-based image datasets this crate knows, with what differs between them: name,
+//! default directory, reader, shape, classes and normalisation constants; and the list of every
+//! dataset name (the text dataset `agnews` lives in [`crate::agnews`]).
 //!
 //! One table keeps the dataset components, `fl data info` and `fl data fetch` in agreement.
 
@@ -12,7 +13,7 @@ use crate::raw::{Normalization, RawSplits};
 
 /// Every dataset name `fl data info` and `fl data fetch` accept (the registered dataset
 /// components have the same names).
-pub const DATASET_NAMES: [&str; 5] = ["mnist", "fashion-mnist", "cifar10", "cifar100", "synthetic"];
+pub const DATASET_NAMES: [&str; 6] = ["mnist", "fashion-mnist", "cifar10", "cifar100", "agnews", "synthetic"];
 
 /// The error for a dataset name outside [`DATASET_NAMES`].
 pub fn unknown_dataset(name: &str) -> DataError {

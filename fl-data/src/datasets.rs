@@ -6,6 +6,8 @@
 //!   taken relative to the working directory.
 //! - `train_samples`, `test_samples`: keep only the first n samples of a split (fast tests);
 //!   n above the split's size is an error.
+//! - `normalization`: `"dataset-stats"` (default: the split's usual per-channel mean and std)
+//!   or `"half"` (mean 0.5, std 0.5: pixels in [−1, 1], as the KDD'23 CIFAR code does).
 //! - `labels` (`cifar100` only): `"fine"` (100 classes, default) or `"coarse"` (20).
 
 use std::path::PathBuf;
@@ -16,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::catalog::ImageDataset;
 use crate::cifar::Cifar100Labels;
+use crate::raw::Normalization;
 
 /// Parameters of `mnist`, `fashion-mnist` and `cifar10`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -24,7 +27,21 @@ pub struct ImageDatasetConfig {
     pub dir: Option<PathBuf>,
     pub train_samples: Option<usize>,
     pub test_samples: Option<usize>,
+    pub normalization: NormalizationChoice,
 }
+
+/// How pixels are normalised.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NormalizationChoice {
+    /// The dataset's usual per-channel mean and std.
+    #[default]
+    DatasetStats,
+    /// Mean 0.5 and std 0.5 per channel.
+    Half,
+}
+
+const HALVES: [f64; 3] = [0.5; 3];
 
 /// Parameters of `cifar100`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -33,6 +50,7 @@ pub struct Cifar100Config {
     pub dir: Option<PathBuf>,
     pub train_samples: Option<usize>,
     pub test_samples: Option<usize>,
+    pub normalization: NormalizationChoice,
     pub labels: Cifar100Labels,
 }
 
@@ -61,11 +79,21 @@ pub fn load_image_dataset(
             })?;
         }
     }
-    let norm = dataset.normalization();
+    let norm = match cfg.normalization {
+        NormalizationChoice::DatasetStats => dataset.normalization(),
+        NormalizationChoice::Half => {
+            let channels = dataset.input_shape()[0] as usize;
+            Normalization { mean: &HALVES[..channels], std: &HALVES[..channels] }
+        }
+    };
     Ok(FederatedData {
         train: raw.train.to_dataset(norm, ctx.device),
         test: raw.test.to_dataset(norm, ctx.device),
-        spec: DataSpec { input_shape: dataset.input_shape().to_vec(), classes: dataset.classes() as i64 },
+        spec: DataSpec {
+            input_shape: dataset.input_shape().to_vec(),
+            classes: dataset.classes() as i64,
+            vocab_size: None,
+        },
         natural_partition: None,
     })
 }
@@ -116,7 +144,12 @@ inventory::submit! {
         defaults: defaults_of::<Cifar100Config>,
         build: Builder::Dataset(|p, ctx| {
             let cfg: Cifar100Config = p.parse()?;
-            let simple = ImageDatasetConfig { dir: cfg.dir, train_samples: cfg.train_samples, test_samples: cfg.test_samples };
+            let simple = ImageDatasetConfig {
+                dir: cfg.dir,
+                train_samples: cfg.train_samples,
+                test_samples: cfg.test_samples,
+                normalization: cfg.normalization,
+            };
             load_image_dataset(ImageDataset::Cifar100(cfg.labels), &simple, p, ctx)
         }),
         origin: module_path!(),

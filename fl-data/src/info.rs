@@ -5,6 +5,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use crate::agnews::{self, AGNEWS, AGNEWS_CLASSES};
 use crate::catalog::{ImageDataset, unknown_dataset};
 use crate::error::{DataError, Result};
 use crate::synthetic::SyntheticConfig;
@@ -48,6 +49,20 @@ pub fn info(name: &str, data_dir: &Path) -> Result<DatasetInfo> {
                 d.test_fraction * 100.0
             )),
         });
+    }
+    if name == AGNEWS {
+        let dir = data_dir.join(AGNEWS);
+        let state = match agnews::read_agnews(&dir) {
+            Ok(splits) => DataState::Present {
+                train: splits.train.len(),
+                test: splits.test.len(),
+                train_per_class: splits.train.class_counts(),
+            },
+            Err(e @ DataError::Missing { .. }) => DataState::Missing(e.to_string()),
+            Err(e) => DataState::Unreadable(e.to_string()),
+        };
+        let looked_in = agnews::candidates(&dir).to_vec();
+        return Ok(DatasetInfo { name: name.into(), looked_in, classes: AGNEWS_CLASSES, state });
     }
     let dataset = ImageDataset::from_name(name).ok_or_else(|| unknown_dataset(name))?;
     let dir = dataset.default_dir(data_dir);

@@ -1,14 +1,17 @@
 //! `fl-data`: datasets for the simulator. Readers of the official file formats (MNIST and
-//! Fashion-MNIST IDX, CIFAR-10/100 binary), their conversion into normalised device tensors,
-//! FedProx's synthetic data, the partitioners that split a training set among clients, and the
-//! fetchers and `info` behind `fl data fetch` / `fl data info`.
+//! Fashion-MNIST IDX, CIFAR-10/100 binary, AG News CSV), their conversion into normalised device
+//! tensors or token-id sequences (torchtext's `basic_english` tokenizer and a frequency-ordered
+//! vocabulary), FedProx's synthetic data, the partitioners that split a training set among
+//! clients, and the fetchers and `info` behind `fl data fetch` / `fl data info`.
 //!
-//! Registered components: datasets `mnist`, `fashion-mnist`, `cifar10`, `cifar100`,
+//! Registered components: datasets `mnist`, `fashion-mnist`, `cifar10`, `cifar100`, `agnews`,
 //! `synthetic`; partitioners `iid`, `dirichlet`, `shards`. A binary must reference this crate
 //! (`use fl_data as _;`) for the registrations to survive linking.
 
+pub mod agnews;
 pub mod catalog;
 pub mod cifar;
+pub mod csv;
 pub mod datasets;
 pub mod error;
 pub mod fetch;
@@ -18,13 +21,16 @@ pub mod mnist;
 pub mod partition;
 pub mod raw;
 pub mod synthetic;
+pub mod text;
 
+pub use agnews::{AgNewsConfig, AgNewsSplits, Articles, read_agnews};
 pub use catalog::{DATASET_NAMES, ImageDataset};
 pub use cifar::Cifar100Labels;
-pub use datasets::{Cifar100Config, ImageDatasetConfig, load_image_dataset};
+pub use datasets::{Cifar100Config, ImageDatasetConfig, NormalizationChoice, load_image_dataset};
 pub use error::{DataError, Result};
-pub use fetch::{FetchOutcome, fetch, fetch_cifar, fetch_fashion_mnist, fetch_mnist};
+pub use fetch::{FetchOutcome, fetch, fetch_agnews, fetch_agnews_from, fetch_cifar, fetch_fashion_mnist, fetch_mnist};
 pub use info::{DataState, DatasetInfo, info};
 pub use partition::{Dirichlet, DirichletConfig, Iid, Shards, ShardsConfig};
 pub use raw::{Normalization, RawImages, RawSplits};
 pub use synthetic::SyntheticConfig;
+pub use text::{TokenIds, Vocab, VocabScope, basic_english};

@@ -150,7 +150,7 @@ pub fn build(cfg: &SyntheticConfig, seed: u64, device: Device) -> FederatedData 
     FederatedData {
         train: dataset(&train_x, &train_y),
         test: dataset(&test_x, &test_y),
-        spec: DataSpec { input_shape: vec![dim as i64], classes: cfg.classes as i64 },
+        spec: DataSpec { input_shape: vec![dim as i64], classes: cfg.classes as i64, vocab_size: None },
         natural_partition: Some(partition),
     }
 }

@@ -192,6 +192,17 @@ fn cifar10_component_builds_nchw_tensors_with_per_channel_normalisation() {
 }
 
 #[test]
+fn half_normalisation_maps_pixels_to_minus_one_one() {
+    let data_dir = tmp();
+    write_tiny_cifar10(&data_dir.path().join("cifar10"));
+    let data = build_dataset("cifar10", "normalization = \"half\"", data_dir.path(), 0).unwrap();
+    // Record 0, green plane, (0, 0) holds 100: (100 / 255 - 0.5) / 0.5 = -0.215686...
+    assert!((data.train.x.double_value(&[0, 1, 0, 0]) - (-0.215_686)).abs() < 1e-5);
+    let err = build_dataset("cifar10", "normalization = \"imagenet\"", data_dir.path(), 0).unwrap_err().to_string();
+    assert!(err.contains("normalization"), "{err}");
+}
+
+#[test]
 fn cifar_files_with_partial_records_or_bad_labels_are_errors_naming_the_file() {
     let dir = tmp();
     write_tiny_cifar10(dir.path());

@@ -1,8 +1,10 @@
-//! PyTorch's default initialisation of `nn.Linear` and `nn.Conv2d`, drawn from a host stream.
+//! PyTorch's default initialisation of `nn.Linear`, `nn.Conv2d` and `nn.Embedding`, drawn from a
+//! host stream.
 //!
-//! PyTorch initialises both layers' weights with `kaiming_uniform_(a = √5)`: the bound
+//! PyTorch initialises linear and convolution weights with `kaiming_uniform_(a = √5)`: the bound
 //! `gain · √(3 / fan_in)` with `gain = √(2 / (1 + a²)) = √(1/3)` is exactly `1 / √fan_in`. Biases
 //! are U(−1/√fan_in, 1/√fan_in) with the same fan-in (`in_features`, or `in_channels · k · k`).
+//! `nn.Embedding` draws N(0, 1) and zeroes the row of its `padding_idx`.
 //! The values come from the caller's [`Rng`] on the host and never from libtorch's global
 //! generator, which threads share, so a seed fixes the model whatever runs beside it. The
 //! numbers are not PyTorch's (its generator differs); the distributions are.
@@ -10,6 +12,7 @@
 use fl_core::rng::Rng;
 use fl_core::{ParamSet, Structure};
 use rand::distr::{Distribution, Uniform};
+use rand_distr::StandardNormal;
 use tch::Tensor;
 
 /// A CPU float32 tensor of `shape` with elements drawn from U(−bound, bound).
@@ -22,6 +25,30 @@ pub fn uniform(rng: &mut Rng, shape: &[i64], bound: f64) -> Tensor {
     let n: i64 = shape.iter().product();
     let values: Vec<f32> = (0..n).map(|_| dist.sample(rng)).collect();
     Tensor::from_slice(&values).reshape(shape)
+}
+
+/// A CPU float32 tensor of `shape` with elements drawn from N(0, std²).
+pub fn normal(rng: &mut Rng, shape: &[i64], std: f64) -> Tensor {
+    let n: i64 = shape.iter().product();
+    let std = std as f32;
+    let values: Vec<f32> =
+        (0..n).map(|_| std * <StandardNormal as Distribution<f32>>::sample(&StandardNormal, rng)).collect();
+    Tensor::from_slice(&values).reshape(shape)
+}
+
+/// PyTorch's `nn.Embedding` weight of shape `[num_embeddings, dim]`: N(0, 1), with row
+/// `padding_idx` (if any) set to 0.
+///
+/// # Panics
+/// If `shape` is not two-dimensional or `padding_idx` is outside `0..num_embeddings`.
+pub fn embedding(rng: &mut Rng, shape: &[i64], padding_idx: Option<i64>) -> Tensor {
+    assert_eq!(shape.len(), 2, "init::embedding: expected [num_embeddings, dim], got {shape:?}");
+    let weight = normal(rng, shape, 1.0);
+    if let Some(row) = padding_idx {
+        assert!((0..shape[0]).contains(&row), "init::embedding: padding_idx {row} outside 0..{}", shape[0]);
+        let _ = weight.get(row).zero_();
+    }
+    weight
 }
 
 /// The fan-in of a linear (`[out, in]`) or convolution (`[out, in, kh, kw]`) weight: the

@@ -178,7 +178,7 @@ mod tests {
     use rand::SeedableRng;
 
     fn spec(shape: &[i64]) -> DataSpec {
-        DataSpec { input_shape: shape.to_vec(), classes: 10 }
+        DataSpec { input_shape: shape.to_vec(), classes: 10, vocab_size: None }
     }
 
     fn mnist() -> LeNet5 {

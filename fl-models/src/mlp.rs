@@ -90,6 +90,11 @@ impl Mlp {
         if spec.classes < 1 {
             return Err(Error::invalid(format!("mlp: need at least one class, got {}", spec.classes)));
         }
+        if spec.vocab_size.is_some() {
+            return Err(Error::invalid(
+                "mlp: needs real-valued inputs, but the dataset gives token ids (use a text model such as fasttext)",
+            ));
+        }
         let mut widths = vec![spec.input_shape.iter().product::<i64>()];
         widths.extend(&cfg.hidden);
         widths.push(spec.classes);
@@ -182,7 +187,7 @@ mod tests {
     use tch::Kind;
 
     fn mnist() -> DataSpec {
-        DataSpec { input_shape: vec![1, 28, 28], classes: 10 }
+        DataSpec { input_shape: vec![1, 28, 28], classes: 10, vocab_size: None }
     }
 
     fn mlp(hidden: &[i64], dropout: f64, position: DropoutPosition) -> Mlp {
@@ -213,7 +218,7 @@ mod tests {
         // FedAvg's 2NN: 784·200 + 200 + 200·200 + 200 + 200·10 + 10 (McMahan et al. state 199,210).
         assert_eq!(mlp(&[200, 200], 0.0, DropoutPosition::AfterRelu).structure().num_params(), 199_210);
         // Fed-RAA's CIFAR-10 MLP: 3072·2048 + 2048 + 2048·10 + 10 (the spec states 6,313,994).
-        let cifar = DataSpec { input_shape: vec![3, 32, 32], classes: 10 };
+        let cifar = DataSpec { input_shape: vec![3, 32, 32], classes: 10, vocab_size: None };
         let m = Mlp::new(MlpConfig { hidden: vec![2048], ..MlpConfig::default() }, &cifar).unwrap();
         assert_eq!(m.structure().num_params(), 6_313_994);
         // Logistic regression: 784·10 + 10, no unit groups.
@@ -252,7 +257,7 @@ mod tests {
         // 3 inputs, 2 hidden, 2 classes.
         // h = relu(W1 x + b1) = relu([1 - 2 + 1.5 + 0.1, 2 + 0 - 3 - 0.2]) = relu([0.6, -1.2]) = [0.6, 0];
         // y = W2 h + b2 = [1·0.6 + 2·0 + 0, -1·0.6 + 0.5·0 + 1] = [0.6, 0.4].
-        let spec = DataSpec { input_shape: vec![3], classes: 2 };
+        let spec = DataSpec { input_shape: vec![3], classes: 2, vocab_size: None };
         let m = Mlp::new(MlpConfig { hidden: vec![2], ..MlpConfig::default() }, &spec).unwrap();
         let w1 = Tensor::from_slice(&[1.0f32, -1.0, 0.5, 2.0, 0.0, -1.0]).reshape([2, 3]);
         let b1 = Tensor::from_slice(&[0.1f32, -0.2]);
@@ -340,7 +345,7 @@ mod tests {
     fn dropout_drops_about_p_of_the_hidden_units() {
         // With fc2 = identity on 200 hidden units (classes = hidden = 200, zero bias) the logits
         // are the dropped-out hidden activations themselves.
-        let spec = DataSpec { input_shape: vec![200], classes: 200 };
+        let spec = DataSpec { input_shape: vec![200], classes: 200, vocab_size: None };
         let m = Mlp::new(MlpConfig { hidden: vec![200], dropout: 0.25, ..MlpConfig::default() }, &spec).unwrap();
         let eye = Tensor::eye(200, (Kind::Float, tch::Device::Cpu));
         let zero = Tensor::zeros([200], (Kind::Float, tch::Device::Cpu));
@@ -382,7 +387,11 @@ mod tests {
         assert!(bad(MlpConfig { dropout: 1.0, ..MlpConfig::default() }).starts_with("dropout: "));
         assert!(bad(MlpConfig { dropout: -0.1, ..MlpConfig::default() }).starts_with("dropout: "));
         assert!(bad(MlpConfig { dropout: f64::NAN, ..MlpConfig::default() }).starts_with("dropout: "));
-        let err = Mlp::new(MlpConfig::default(), &DataSpec { input_shape: vec![], classes: 10 }).unwrap_err();
+        let err = Mlp::new(MlpConfig::default(), &DataSpec { input_shape: vec![], classes: 10, vocab_size: None })
+            .unwrap_err();
         assert!(err.to_string().contains("input shape []"), "{err}");
+        let text = DataSpec { input_shape: vec![200], classes: 4, vocab_size: Some(100) };
+        let err = Mlp::new(MlpConfig::default(), &text).unwrap_err();
+        assert!(err.to_string().contains("token ids"), "{err}");
     }
 }

@@ -17,14 +17,14 @@ fn build(name: &str, table: &str, spec: &DataSpec) -> fl_core::Result<std::sync:
 }
 
 fn mnist() -> DataSpec {
-    DataSpec { input_shape: vec![1, 28, 28], classes: 10 }
+    DataSpec { input_shape: vec![1, 28, 28], classes: 10, vocab_size: None }
 }
 
 #[test]
 fn every_model_is_registered_with_defaults() {
     let registry = Registry::get().unwrap();
     let names: Vec<&str> = registry.components(Kind::Model).map(|c| c.name).collect();
-    for want in ["lenet5", "mlp"] {
+    for want in ["fasttext", "lenet5", "mlp"] {
         assert!(names.contains(&want), "`{want}` missing from {names:?}");
     }
     let mlp = registry.component(Kind::Model, "mlp", "", "").unwrap();
@@ -34,13 +34,38 @@ fn every_model_is_registered_with_defaults() {
     assert_eq!(defaults["dropout_position"], toml::Value::String("before-relu".into()));
     let lenet = registry.component(Kind::Model, "lenet5", "", "").unwrap();
     assert!((lenet.defaults)().is_empty());
+    let fasttext = registry.component(Kind::Model, "fasttext", "", "").unwrap();
+    let defaults = (fasttext.defaults)();
+    assert_eq!((defaults["dim"].as_integer(), defaults["hidden"].as_integer()), (Some(128), Some(128)));
+}
+
+#[test]
+fn fasttext_builds_from_the_text_spec_and_rejects_images() {
+    let agnews = DataSpec { input_shape: vec![200], classes: 4, vocab_size: Some(98_635) };
+    assert_eq!(build("fasttext", "", &agnews).unwrap().structure().num_params(), 12_642_308);
+    let small = build("fasttext", "dim = 8\nhidden = 4", &DataSpec { vocab_size: Some(10), ..agnews.clone() }).unwrap();
+    assert_eq!(small.structure().num_params(), 10 * 8 + 4 * 8 + 4 + 4 * 4 + 4);
+    let p = small.init(&mut Rng::seed_from_u64(2));
+    let x = Tensor::from_slice(&[3i64; 400]).view([2, 200]);
+    let y = small.forward(p.tensors(), &x, &mut Mode::Eval);
+    assert_eq!(y.size(), [2, 4]);
+    // log_softmax outputs: each row's probabilities sum to 1.
+    let total = y.exp().sum(tch::Kind::Double).double_value(&[]);
+    assert!((total - 2.0).abs() < 1e-5, "{total}");
+    let err = build("fasttext", "", &mnist()).err().unwrap().to_string();
+    assert!(err.contains("fasttext needs token-id inputs (a text dataset such as agnews)"), "{err}");
+    let err = build("fasttext", "dims = 64", &agnews).err().unwrap().to_string();
+    assert!(err.contains("dims"), "{err}");
+    let err = build("fasttext", "hidden = 0", &agnews).err().unwrap().to_string();
+    assert!(err.contains("model.hidden"), "{err}");
 }
 
 #[test]
 fn models_build_from_toml_and_run() {
     let mlp = build("mlp", "hidden = [200, 200]\ndropout = 0.5\ndropout_position = \"after-relu\"", &mnist()).unwrap();
     assert_eq!(mlp.structure().num_params(), 199_210);
-    let lenet = build("lenet5", "", &DataSpec { input_shape: vec![3, 32, 32], classes: 100 }).unwrap();
+    let lenet =
+        build("lenet5", "", &DataSpec { input_shape: vec![3, 32, 32], classes: 100, vocab_size: None }).unwrap();
     assert_eq!(lenet.structure().num_params(), 62_006 - 10 * 84 - 10 + 100 * 84 + 100);
     let p = lenet.init(&mut Rng::seed_from_u64(1));
     let x = Tensor::zeros([2, 3, 32, 32], (tch::Kind::Float, tch::Device::Cpu));
@@ -55,6 +80,9 @@ fn bad_tables_are_errors_naming_the_key() {
     assert!(err("mlp", "hidden = [0]").contains("model.hidden"));
     assert!(err("mlp", "dropout_position = \"middle\"").contains("model.dropout_position"));
     assert!(err("lenet5", "padding = 2").contains("padding"));
-    let shape = build("lenet5", "", &DataSpec { input_shape: vec![784], classes: 10 }).err().unwrap().to_string();
+    let shape = build("lenet5", "", &DataSpec { input_shape: vec![784], classes: 10, vocab_size: None })
+        .err()
+        .unwrap()
+        .to_string();
     assert!(shape.contains("[784]"), "{shape}");
 }

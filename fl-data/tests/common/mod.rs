@@ -121,3 +121,30 @@ pub fn build_partitioner(name: &str, table: &str) -> Result<Box<dyn fl_core::Par
         _ => unreachable!("looked up as a partitioner"),
     }
 }
+
+/// One AG News CSV record as the official files write it: every field in double quotes, a
+/// quote inside a field doubled, `\n` at the end.
+pub fn agnews_record(class: &str, title: &str, description: &str) -> String {
+    let quote = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
+    format!("{},{},{}\n", quote(class), quote(title), quote(description))
+}
+
+/// A whole AG News CSV file of `(class, title, description)` records.
+pub fn agnews_csv(records: &[(&str, &str, &str)]) -> String {
+    records.iter().map(|(c, t, d)| agnews_record(c, t, d)).collect()
+}
+
+/// The tiny AG News corpus of the `agnews` tests: texts (title + " " + description) and their
+/// `basic_english` tokens are
+/// - train: "cat cat sat" (class 1), "dog the cat" (2), `a "dog" sat, ok` (3) →
+///   [cat cat sat], [dog the cat], [a dog sat , ok];
+/// - test: "zebra cat" (4), "the zebra zebra" (2) → [zebra cat], [the zebra zebra].
+pub const TINY_AGNEWS_TRAIN: [(&str, &str, &str); 3] =
+    [("1", "cat cat", "sat"), ("2", "dog", "the cat"), ("3", "a \"dog\"", "sat, ok")];
+pub const TINY_AGNEWS_TEST: [(&str, &str, &str); 2] = [("4", "zebra", "cat"), ("2", "the zebra", "zebra")];
+
+/// Writes [`TINY_AGNEWS_TRAIN`] and [`TINY_AGNEWS_TEST`] as `train.csv` and `test.csv` in `dir`.
+pub fn write_tiny_agnews(dir: &Path) {
+    write(&dir.join("train.csv"), agnews_csv(&TINY_AGNEWS_TRAIN).as_bytes());
+    write(&dir.join("test.csv"), agnews_csv(&TINY_AGNEWS_TEST).as_bytes());
+}
