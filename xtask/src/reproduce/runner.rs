@@ -98,3 +98,30 @@ fn last_lines(path: &Path, n: usize) -> String {
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_is_done_only_with_a_summary_beside_the_same_experiment() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = PlannedRun {
+            key: "d-a0.1/x".into(),
+            dataset: "d".into(),
+            alpha: 0.1,
+            id: "x".into(),
+            seed: 1,
+            may_diverge: false,
+            experiment: "seed = 1\n".into(),
+            dir: dir.path().to_path_buf(),
+        };
+        assert!(!is_done(&run), "nothing written");
+        std::fs::write(dir.path().join("experiment.toml"), "seed = 1\n").unwrap();
+        assert!(!is_done(&run), "started, not finished");
+        std::fs::write(dir.path().join("summary.json"), "{}").unwrap();
+        assert!(is_done(&run));
+        let changed = PlannedRun { experiment: "seed = 2\n".into(), ..run };
+        assert!(!is_done(&changed), "the grid changed: run again");
+    }
+}
