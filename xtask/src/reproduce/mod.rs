@@ -5,6 +5,7 @@
 //!
 //! A dataset that is not present is reported with the command that fetches it; its cells read
 //! "no data". The command fails if a run fails or a check of the grid does not hold.
+//! `--report-only` writes the report from the runs finished so far and runs nothing.
 
 mod figures;
 mod grid;
@@ -27,7 +28,7 @@ use report::{Expected, Results};
 use runner::Runner;
 
 const USAGE: &str = "usage: cargo xtask reproduce <paper> [--scale smoke|reduced|full] [--only DATASET,…] \
-                     [--device auto|cpu|cuda] [--jobs N] [--seeds 1,2,3] [--out DIR]";
+                     [--device auto|cpu|cuda] [--jobs N] [--seeds 1,2,3] [--out DIR] [--report-only]";
 
 struct Options {
     paper: String,
@@ -37,6 +38,7 @@ struct Options {
     jobs: usize,
     seeds: Vec<u64>,
     out: Option<PathBuf>,
+    report_only: bool,
 }
 
 fn parse(args: &[String]) -> Result<Options> {
@@ -50,6 +52,7 @@ fn parse(args: &[String]) -> Result<Options> {
         jobs: 1,
         seeds: vec![1],
         out: None,
+        report_only: false,
     };
     while let Some(flag) = it.next() {
         let mut value = || it.next().with_context(|| format!("{flag}: expected a value\n{USAGE}"));
@@ -67,6 +70,7 @@ fn parse(args: &[String]) -> Result<Options> {
                     .collect::<Result<_>>()?
             }
             "--out" => o.out = Some(PathBuf::from(value()?)),
+            "--report-only" => o.report_only = true,
             other => bail!("unknown option `{other}`\n{USAGE}"),
         }
     }
@@ -112,7 +116,7 @@ pub fn run(args: &[String]) -> Result<()> {
     let runnable: Vec<_> = runs.iter().filter(|r| !missing.contains_key(&r.dataset)).cloned().collect();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let runner = Runner { fl, device: o.device.clone(), jobs: o.jobs, workers: (cores / o.jobs).max(1) };
-    let failed = runner.run_all(&runnable);
+    let failed = if o.report_only { Vec::new() } else { runner.run_all(&runnable) };
 
     let mut outcomes: BTreeMap<String, Vec<Outcome>> = BTreeMap::new();
     for r in runs.iter().filter(|r| runner::is_done(r)) {
@@ -214,7 +218,7 @@ fn write_report(
             };
             json!({
                 "key": r.key, "dataset": r.dataset, "alpha": r.alpha, "id": r.id, "seed": r.seed,
-                "status": status, "dir": r.dir.display().to_string(),
+                "status": status, "dir": r.dir.strip_prefix(workspace_root()).unwrap_or(&r.dir).display().to_string(),
                 "best_accuracy": o.as_ref().map(|o| o.best_accuracy),
                 "final_accuracy": o.as_ref().map(|o| o.final_accuracy),
                 "final_loss": o.as_ref().map(|o| o.final_loss),
