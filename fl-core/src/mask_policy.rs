@@ -14,6 +14,9 @@ pub struct MaskCtx<'a> {
     pub profile: &'a DeviceProfile,
     /// Global model version the job starts from.
     pub version: u64,
+    /// The alternative the scheduler chose, below [`MaskPolicy::choices`] (Fed-RAA's
+    /// fragment); `None` lets the policy decide.
+    pub choice: Option<usize>,
     pub structure: &'a Structure,
     pub global: &'a ParamSet,
     /// The mask policy's own stream.
@@ -22,6 +25,14 @@ pub struct MaskCtx<'a> {
 
 pub trait MaskPolicy: Send {
     fn mask(&mut self, ctx: &mut MaskCtx) -> Result<Mask>;
+
+    /// Number of fixed alternatives a scheduler may choose between through
+    /// [`MaskCtx::choice`] (0: the policy decides alone). A policy that offers choices must
+    /// return the same mask for the same choice without drawing from `ctx.rng`, since the
+    /// engine also asks it for masks to price jobs.
+    fn choices(&self) -> usize {
+        0
+    }
 
     /// Scalar diagnostics for the metrics log (name, value), read at each evaluation.
     fn diagnostics(&self) -> Vec<(String, f64)> {

@@ -6,6 +6,7 @@
 //! per client from declared distributions.
 
 use rand::Rng as _;
+use rand::seq::SliceRandom;
 use rand_distr::{Distribution as _, LogNormal};
 use serde::{Deserialize, Serialize};
 
@@ -84,6 +85,12 @@ pub enum Quantity {
         values: Vec<f64>,
         shares: Vec<f64>,
     },
+    /// Exact class sizes: ⌊share·N⌋ of the N clients get `values[i]`, the last class takes
+    /// the rest, in a random order (Fed-RAA's share β of capability-1 clients, exactly).
+    Quota {
+        values: Vec<f64>,
+        shares: Vec<f64>,
+    },
     Uniform {
         low: f64,
         high: f64,
@@ -99,7 +106,7 @@ impl Quantity {
     pub fn validate(&self) -> std::result::Result<(), String> {
         let ok = match self {
             Quantity::Constant { value } => *value > 0.0,
-            Quantity::Classes { values, shares } => {
+            Quantity::Classes { values, shares } | Quantity::Quota { values, shares } => {
                 !values.is_empty()
                     && values.len() == shares.len()
                     && values.iter().all(|v| *v > 0.0)
@@ -116,10 +123,12 @@ impl Quantity {
         }
     }
 
+    /// One draw. A `quota` drawn alone is a `classes` draw; [`DevicesConfig::draw`] draws it
+    /// for all clients at once with [`Quantity::draw_quota`].
     pub fn sample(&self, rng: &mut Rng) -> f64 {
         match self {
             Quantity::Constant { value } => *value,
-            Quantity::Classes { values, shares } => {
+            Quantity::Classes { values, shares } | Quantity::Quota { values, shares } => {
                 let total: f64 = shares.iter().sum();
                 let mut u = rng.random::<f64>() * total;
                 for (v, s) in values.iter().zip(shares) {
@@ -135,6 +144,23 @@ impl Quantity {
                 LogNormal::new(median.ln(), *sigma).expect("validated sigma").sample(rng)
             }
         }
+    }
+}
+
+impl Quantity {
+    /// The values of a `quota` for `n` clients in client order; `None` for other
+    /// distributions, which are drawn client by client.
+    pub fn draw_quota(&self, n: usize, rng: &mut Rng) -> Option<Vec<f64>> {
+        let Quantity::Quota { values, shares } = self else { return None };
+        let total: f64 = shares.iter().sum();
+        let mut out = Vec::with_capacity(n);
+        for (v, s) in values.iter().zip(shares).take(values.len() - 1) {
+            let count = ((s / total * n as f64) + 1e-9).floor() as usize;
+            out.extend(std::iter::repeat_n(*v, count.min(n - out.len())));
+        }
+        out.resize(n, *values.last().expect("validated non-empty"));
+        out.shuffle(rng);
+        Some(out)
     }
 }
 
@@ -174,11 +200,18 @@ impl DevicesConfig {
     /// One profile per client, drawn in client order from `rng`.
     pub fn draw(&self, clients: usize, rng: &mut Rng) -> Result<Vec<DeviceProfile>> {
         self.validate().map_err(Error::invalid)?;
+        let flops = self.flops_per_s.draw_quota(clients, rng);
+        let up = self.up_bytes_per_s.draw_quota(clients, rng);
+        let down = self.down_bytes_per_s.draw_quota(clients, rng);
+        let pick = |quota: &Option<Vec<f64>>, q: &Quantity, c: usize, rng: &mut Rng| match quota {
+            Some(values) => values[c],
+            None => q.sample(rng),
+        };
         Ok((0..clients)
-            .map(|_| DeviceProfile {
-                flops_per_s: self.flops_per_s.sample(rng),
-                up_bytes_per_s: self.up_bytes_per_s.sample(rng),
-                down_bytes_per_s: self.down_bytes_per_s.sample(rng),
+            .map(|c| DeviceProfile {
+                flops_per_s: pick(&flops, &self.flops_per_s, c, rng),
+                up_bytes_per_s: pick(&up, &self.up_bytes_per_s, c, rng),
+                down_bytes_per_s: pick(&down, &self.down_bytes_per_s, c, rng),
             })
             .collect())
     }
@@ -198,6 +231,18 @@ mod tests {
         let p = DeviceProfile { flops_per_s: 1e9, up_bytes_per_s: 1e6, down_bytes_per_s: 2e6 };
         let c = JobCost { down_bytes: 4e6, train_flops: 3e9, up_bytes: 1e6 };
         assert_eq!(p.duration_s(&c), 2.0 + 3.0 + 1.0);
+    }
+
+    #[test]
+    fn quotas_give_exact_class_sizes() {
+        // β = 0.3 of 10 clients at capability 1; 0.25 of 10 is 2 (floor), the rest go last.
+        let mut rng = crate::rng::stream(1, &[0]);
+        for (shares, weak) in [([0.3, 0.7], 3), ([0.25, 0.75], 2), ([0.9, 0.1], 9)] {
+            let q = Quantity::Quota { values: vec![1.0, 3.0], shares: shares.to_vec() };
+            let values = q.draw_quota(10, &mut rng).unwrap();
+            assert_eq!(values.len(), 10);
+            assert_eq!(values.iter().filter(|v| **v == 1.0).count(), weak, "{shares:?}");
+        }
     }
 
     #[test]

@@ -124,6 +124,7 @@ fn an_unknown_tensor_is_an_error_listing_the_model_tensors() {
             num_clients: 2,
             profile: &profile,
             version: 1,
+            choice: None,
             structure: &s,
             global: &g,
             rng: &mut rng,

@@ -18,7 +18,7 @@ use tch::{Device, Tensor};
 
 pub use eval::evaluate;
 pub use pool::{JobHandle, WorkerPool};
-pub use record::{EvalConfig, EvalRecord, Observer, RunLimits, Summary};
+pub use record::{ClientStats, EvalConfig, EvalRecord, Observer, RunLimits, Summary};
 
 use crate::aggregator::{AggregateCtx, Aggregator, Staleness};
 use crate::clock::{EventQueue, Tick, seconds, ticks};
@@ -91,6 +91,8 @@ struct Client {
     indices: Tensor,
     samples: usize,
     busy: bool,
+    /// Jobs dispatched and their virtual seconds (client fairness).
+    stats: ClientStats,
 }
 
 /// Counters accumulated between two evaluations.
@@ -135,6 +137,8 @@ pub(crate) struct World {
     last_eval_version: Option<u64>,
     stopped: bool,
     records: Vec<EvalRecord>,
+    /// Diagnostics the scheduler published, logged at each evaluation.
+    sched_diagnostics: BTreeMap<String, f64>,
 }
 
 /// The scheduler's handle on the simulation: queries and immediate actions.
@@ -202,7 +206,32 @@ impl SchedCtx<'_> {
 
     /// Starts a job for an idle client with the current global model.
     pub fn dispatch(&mut self, client: usize) -> Result<()> {
-        self.world.dispatch(client, None)
+        self.world.dispatch(client, None, None)
+    }
+
+    /// Alternatives the mask policy offers (Fed-RAA's fragments); 0 if it decides alone.
+    pub fn mask_choices(&self) -> usize {
+        self.world.mask_policy.choices()
+    }
+
+    /// Like [`SchedCtx::dispatch`], with the mask policy's alternative `choice`.
+    pub fn dispatch_choice(&mut self, client: usize, choice: usize) -> Result<()> {
+        self.world.dispatch(client, None, Some(choice))
+    }
+
+    /// Virtual seconds a job of `client` would take under the mask of `choice`, by the cost
+    /// model the engine times jobs with, without jitter.
+    pub fn job_duration_s(&mut self, client: usize, choice: Option<usize>) -> Result<f64> {
+        let w = &mut *self.world;
+        // Pricing must not advance the policy's stream: it draws from a copy.
+        let mut rng = w.mask_rng.clone();
+        let mask = w.mask_for(client, choice, &mut rng)?;
+        Ok(w.clients[client].profile.duration_s(&w.job_cost(client, &mask)))
+    }
+
+    /// Sets a scalar diagnostic that every later evaluation logs (per-fragment counts).
+    pub fn set_diagnostic(&mut self, name: impl Into<String>, value: f64) {
+        self.world.sched_diagnostics.insert(name.into(), value);
     }
 
     /// Starts a job that, after `share` (in (0, 1)) of its local work, asks for the newest
@@ -211,7 +240,7 @@ impl SchedCtx<'_> {
         if !(share > 0.0 && share < 1.0) {
             return Err(Error::invalid(format!("dispatch_with_pull: share must be in (0, 1), got {share}")));
         }
-        self.world.dispatch(client, Some(share))
+        self.world.dispatch(client, Some(share), None)
     }
 
     /// Merges every pending update into the global model (no-op without pending updates).
@@ -271,6 +300,7 @@ impl Simulation {
                 indices: Tensor::from_slice(idx).to_device(device),
                 samples: idx.len(),
                 busy: false,
+                stats: ClientStats::default(),
             })
             .collect();
         let global = model.init(&mut rng::stream(seed, &[tag::MODEL_INIT])).to_device(device);
@@ -310,6 +340,7 @@ impl Simulation {
             last_eval_version: None,
             stopped: false,
             records: Vec::new(),
+            sched_diagnostics: BTreeMap::new(),
         };
         Ok(Simulation { scheduler, world })
     }
@@ -377,35 +408,58 @@ impl Simulation {
 }
 
 impl World {
-    fn dispatch(&mut self, client: usize, pull_share: Option<f64>) -> Result<()> {
+    /// The mask policy's mask for a job of `client` (with the scheduler's `choice`, if any).
+    fn mask_for(&mut self, client: usize, choice: Option<usize>, rng: &mut Rng) -> Result<Mask> {
         let Some(c) = self.clients.get(client) else {
             return Err(Error::invalid(format!("dispatch: no client {client} (have {})", self.clients.len())));
         };
-        if c.busy {
-            return Err(Error::invalid(format!("dispatch: client {client} is already training")));
+        let choices = self.mask_policy.choices();
+        if let Some(j) = choice.filter(|&j| j >= choices) {
+            return Err(Error::invalid(format!(
+                "dispatch: mask choice {j} out of range (the mask policy offers {choices})"
+            )));
         }
         let mask = self.mask_policy.mask(&mut MaskCtx {
             client,
             num_clients: self.clients.len(),
             profile: &c.profile,
             version: self.version,
+            choice,
             structure: self.model.structure(),
             global: &self.global,
-            rng: &mut self.mask_rng,
+            rng,
         })?;
         if let Mask::Structured(s) = &mask {
             s.validate(&self.shapes)?;
         }
+        Ok(mask)
+    }
+
+    /// Bytes each way and training FLOPs of a job of `client` under `mask`.
+    fn job_cost(&self, client: usize, mask: &Mask) -> JobCost {
+        let kept = mask.kept_per_tensor(&self.shapes);
+        let bytes = kept.iter().sum::<i64>() as f64 * BYTES_PER_PARAM;
+        let passes = self.trainer.sample_passes(self.clients[client].samples);
+        JobCost {
+            down_bytes: bytes,
+            train_flops: train_flops(self.forward_flops(mask, &kept), passes),
+            up_bytes: bytes,
+        }
+    }
+
+    fn dispatch(&mut self, client: usize, pull_share: Option<f64>, choice: Option<usize>) -> Result<()> {
+        if self.clients.get(client).is_some_and(|c| c.busy) {
+            return Err(Error::invalid(format!("dispatch: client {client} is already training")));
+        }
+        let mut mask_rng = self.mask_rng.clone();
+        let mask = self.mask_for(client, choice, &mut mask_rng)?;
+        self.mask_rng = mask_rng;
+        let c = &self.clients[client];
         let job = self.jobs;
         self.jobs += 1;
         let mut job_rng = rng::stream(self.seed, &[tag::JOB, client as u64, job]);
-        let kept = mask.kept_per_tensor(&self.shapes);
-        let bytes = kept.iter().sum::<i64>() as f64 * BYTES_PER_PARAM;
-        let cost = JobCost {
-            down_bytes: bytes,
-            train_flops: train_flops(self.forward_flops(&mask, &kept), self.trainer.sample_passes(c.samples)),
-            up_bytes: bytes,
-        };
+        let cost = self.job_cost(client, &mask);
+        let bytes = cost.up_bytes;
         let phases = c.profile.phases(&cost).scaled(self.devices.jitter_factor(&mut job_rng));
         let noise = TensorNoise::new(rng::derive_seed(self.seed, &[tag::JOB, client as u64, job, 1]));
         let start = mask.extract(&self.global);
@@ -451,7 +505,10 @@ impl World {
             },
         );
         self.bytes_down += bytes;
-        self.clients[client].busy = true;
+        let c = &mut self.clients[client];
+        c.busy = true;
+        c.stats.jobs += 1;
+        c.stats.busy_s += phases.total_s();
         Ok(())
     }
 
@@ -592,6 +649,7 @@ impl World {
         self.last_eval_version = Some(self.version);
         let mut diagnostics = self.mask_policy.diagnostics();
         diagnostics.extend(self.aggregator.diagnostics());
+        diagnostics.extend(self.sched_diagnostics.iter().map(|(k, v)| (k.clone(), *v)));
         observer.on_eval(&record, &diagnostics)?;
         self.records.push(record);
         if self.limits.stop_at_accuracy.is_some_and(|a| accuracy >= a) {
@@ -608,6 +666,7 @@ impl World {
             self.updates_aggregated,
             &self.staleness_histogram,
             self.limits.target_accuracy,
+            self.clients.iter().map(|c| c.stats.clone()).collect(),
         )
     }
 }

@@ -133,6 +133,17 @@ pub struct Summary {
     pub time_to_target_s: Option<f64>,
     /// Aggregated updates by staleness (versions).
     pub staleness_histogram: BTreeMap<u64, u64>,
+    /// Per client, in id order: jobs and virtual seconds spent on them (client fairness).
+    pub clients: Vec<ClientStats>,
+}
+
+/// What one client did during a run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ClientStats {
+    /// Jobs dispatched to it (the last ones may not have arrived when the run ended).
+    pub jobs: u64,
+    /// Sum of those jobs' virtual durations, seconds.
+    pub busy_s: f64,
 }
 
 impl Summary {
@@ -143,6 +154,7 @@ impl Summary {
         updates: u64,
         staleness_histogram: &BTreeMap<u64, u64>,
         target_accuracy: Option<f64>,
+        clients: Vec<ClientStats>,
     ) -> Self {
         let last = records.last();
         Summary {
@@ -157,6 +169,7 @@ impl Summary {
             time_to_target_s: target_accuracy
                 .and_then(|t| records.iter().find(|r| r.accuracy >= t).map(|r| r.virtual_time_s)),
             staleness_histogram: staleness_histogram.clone(),
+            clients,
         }
     }
 }

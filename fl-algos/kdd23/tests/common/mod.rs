@@ -37,6 +37,7 @@ pub fn round_masks(
                     num_clients: clients,
                     profile: &profile,
                     version: round,
+                    choice: None,
                     structure: s,
                     global: g,
                     rng,
