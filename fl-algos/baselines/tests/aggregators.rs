@@ -2,8 +2,8 @@
 //! suite every registered aggregator must pass.
 
 use fl_algo_baselines::{
-    AsyncMix, AsyncMixConfig, BufferedMean, BufferedMeanConfig, CoverageMean, CoverageMeanConfig, Polynomial,
-    WeightedMean, WeightedMeanConfig, Weighting,
+    AsyncMix, AsyncMixConfig, BufferedMean, BufferedMeanConfig, Combine, CoverageMean, CoverageMeanConfig, MixTarget,
+    Polynomial, WeightedMean, WeightedMeanConfig, Weighting,
 };
 use fl_core::registry::{Builder, Kind, Params, Registry};
 use fl_core::tch::Tensor;
@@ -123,9 +123,38 @@ fn fedasync_mixing_with_polynomial_staleness() {
         })
         .collect();
     assert_eq!(staleness[0].weight, 0.5);
-    let mut agg = AsyncMix::new(AsyncMixConfig { alpha: 0.6 });
+    let mut agg = AsyncMix::new(AsyncMixConfig { alpha: 0.6, ..Default::default() });
     assert_close(&aggregate(&mut agg, &x, &ups[..1], &staleness[..1]), &[vec![1.3, 1.9]]);
     assert_close(&aggregate(&mut agg, &x, &ups, &staleness), &[vec![1.72, 0.76]]);
+}
+
+#[test]
+fn delta_mixing_steps_by_the_clients_change() {
+    // x = [1, 1]; the client started from [0, 0] and moved by Δ = [2, 4]; α = 0.6 at weight
+    // 0.5: x + 0.3 Δ = [1.6, 2.2] (mixing towards its model would give [1.3, 1.9]).
+    let x = set(&[&[1.0, 1.0]]);
+    let ups = [update(&set(&[&[0.0, 0.0]]), set(&[&[2.0, 4.0]]), Mask::Full, 5, 0)];
+    let staleness = [Staleness { versions: 3, seconds: 0.0, weight: 0.5 }];
+    let mut agg = AsyncMix::new(AsyncMixConfig { alpha: 0.6, target: MixTarget::Delta, ..Default::default() });
+    assert_close(&aggregate(&mut agg, &x, &ups, &staleness), &[vec![1.6, 2.2]]);
+}
+
+#[test]
+fn mean_mixing_merges_each_element_towards_the_weighted_mean_of_its_trainers() {
+    // x = [1, 1, 1], α = 0.5. A (1 sample) trained elements 0, 1 to [3, 3]; B (3 samples)
+    // trained element 1 to 5. Element 0: 1 + 0.5 (3 − 1) = 2. Element 1: target
+    // (3 + 3·5)/4 = 4.5, 1 + 0.5 · 3.5 = 2.75; with B at staleness weight 0.5 the rate is
+    // α (1 + 3·0.5)/4: 1 + 0.5 · 3.5 · 0.625 = 2.09375. Element 2: nobody, stays 1.
+    let x = set(&[&[1.0, 1.0, 1.0]]);
+    let elementwise = |m: &[f32]| Mask::Elementwise(vec![Some(Tensor::from_slice(m))]);
+    let ups = [
+        update(&x, set(&[&[2.0, 2.0, 0.0]]), elementwise(&[1.0, 1.0, 0.0]), 1, 3),
+        update(&x, set(&[&[0.0, 4.0, 0.0]]), elementwise(&[0.0, 1.0, 0.0]), 3, 3),
+    ];
+    let mut agg = AsyncMix::new(AsyncMixConfig { alpha: 0.5, combine: Combine::Mean, ..Default::default() });
+    assert_close(&aggregate(&mut agg, &x, &ups, &fresh(2)), &[vec![2.0, 2.75, 1.0]]);
+    let stale = [fresh(1)[0], Staleness { versions: 1, seconds: 0.0, weight: 0.5 }];
+    assert_close(&aggregate(&mut agg, &x, &ups, &stale), &[vec![2.0, 2.09375, 1.0]]);
 }
 
 #[test]
