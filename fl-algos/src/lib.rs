@@ -2,4 +2,5 @@
 //! it gets all their registrations.
 
 pub use fl_algo_baselines as baselines;
+pub use fl_algo_fedraa as fedraa;
 pub use fl_algo_kdd23 as kdd23;
