@@ -5,7 +5,8 @@
 //!
 //! A dataset that is not present is reported with the command that fetches it; its cells read
 //! "no data". The command fails if a run fails or a check of the grid does not hold.
-//! `--report-only` writes the report from the runs finished so far and runs nothing.
+//! `--report-only` writes the report from the runs finished so far and runs nothing; `--runs`
+//! runs a slice of the grid.
 
 mod figures;
 mod grid;
@@ -22,13 +23,13 @@ use anyhow::{Context, Result, bail};
 use serde_json::json;
 
 use crate::util::{cargo, run as run_cmd, workspace_root};
-use grid::Grid;
+use grid::{Grid, PlannedRun};
 use outcome::Outcome;
 use report::{Expected, Results};
 use runner::Runner;
 
 const USAGE: &str = "usage: cargo xtask reproduce <paper> [--scale smoke|reduced|full] [--only DATASET,…] \
-                     [--device auto|cpu|cuda] [--jobs N] [--seeds 1,2,3] [--out DIR] [--report-only]";
+                     [--device auto|cpu|cuda] [--jobs N] [--seeds 1,2,3] [--out DIR] [--runs KEY,…] [--report-only]";
 
 struct Options {
     paper: String,
@@ -38,6 +39,8 @@ struct Options {
     jobs: usize,
     seeds: Vec<u64>,
     out: Option<PathBuf>,
+    /// Run only these runs (keys `DATASET-aALPHA/ID`); the report still covers the grid.
+    runs: Option<Vec<String>>,
     report_only: bool,
 }
 
@@ -52,6 +55,7 @@ fn parse(args: &[String]) -> Result<Options> {
         jobs: 1,
         seeds: vec![1],
         out: None,
+        runs: None,
         report_only: false,
     };
     while let Some(flag) = it.next() {
@@ -70,6 +74,7 @@ fn parse(args: &[String]) -> Result<Options> {
                     .collect::<Result<_>>()?
             }
             "--out" => o.out = Some(PathBuf::from(value()?)),
+            "--runs" => o.runs = Some(value()?.split(',').map(str::to_string).collect()),
             "--report-only" => o.report_only = true,
             other => bail!("unknown option `{other}`\n{USAGE}"),
         }
@@ -113,7 +118,14 @@ pub fn run(args: &[String]) -> Result<()> {
     }
     let out = o.out.clone().unwrap_or_else(|| root.join("runs").join("reproduce").join(&o.paper));
     let runs = grid.plan(&o.scale, &datasets, &o.seeds, &grid_dir, &out)?;
-    let runnable: Vec<_> = runs.iter().filter(|r| !missing.contains_key(&r.dataset)).cloned().collect();
+    if let Some(keys) = &o.runs {
+        if let Some(bad) = keys.iter().find(|k| !runs.iter().any(|r| &r.key == *k)) {
+            let known: Vec<&str> = runs.iter().map(|r| r.key.as_str()).collect();
+            bail!("--runs: `{bad}` is not a run of this grid at scale {}; it has: {}", o.scale, known.join(", "));
+        }
+    }
+    let selected = |r: &PlannedRun| o.runs.as_ref().is_none_or(|keys| keys.contains(&r.key));
+    let runnable: Vec<_> = runs.iter().filter(|r| !missing.contains_key(&r.dataset) && selected(r)).cloned().collect();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let runner = Runner { fl, device: o.device.clone(), jobs: o.jobs, workers: (cores / o.jobs).max(1) };
     let failed = if o.report_only { Vec::new() } else { runner.run_all(&runnable) };
