@@ -1,12 +1,13 @@
-//! The grid's figures: test accuracy and/or test loss against rounds, one panel per (dataset,
-//! α) and metric, one curve per run (the first seed). A panel whose α is not run at this scale
-//! shows the scale's first α of the dataset instead, and says so in its title.
+//! The grid's figures: test accuracy and/or test loss against rounds or virtual time, one panel
+//! per (dataset, setting) and metric, one curve per run (the first seed). A panel whose setting
+//! is not run at this scale shows the scale's first setting of the dataset instead, and says so
+//! in its title.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
-use super::grid::{Figure, setting};
+use super::grid::{Figure, SettingRef, group};
 use super::report::Results;
 use crate::plot::{Panel, Series, write_png};
 
@@ -16,9 +17,15 @@ pub fn write_figures(figures: &[Figure], results: &Results, dir: &Path) -> Resul
     for figure in figures {
         let mut panels = Vec::new();
         for spec in &figure.panels {
-            let Some(alpha) = resolve_alpha(results, &spec.dataset, spec.alpha, &spec.runs) else { continue };
-            let group = setting(&spec.dataset, alpha);
-            let note = if alpha == spec.alpha { String::new() } else { format!(" (paper: α = {})", spec.alpha) };
+            let wanted = spec.setting.id();
+            let Some(setting) = resolve_setting(results, &spec.dataset, &wanted, &spec.runs) else { continue };
+            let group = group(&spec.dataset, &setting);
+            let shown = |id: &str| match &spec.setting {
+                SettingRef::Alpha(_) => format!("α = {}", id.trim_start_matches('a')),
+                SettingRef::Id(_) => id.to_string(),
+            };
+            let note = if setting == wanted { String::new() } else { format!(" (paper: {})", shown(&wanted)) };
+            let by_time = figure.x == "time";
             for metric in &figure.metrics {
                 let series = spec
                     .runs
@@ -28,7 +35,10 @@ pub fn write_figures(figures: &[Figure], results: &Results, dir: &Path) -> Resul
                         let points = outcome
                             .curve
                             .iter()
-                            .map(|&(round, acc, loss)| (round, if metric == "loss" { loss } else { acc * 100.0 }))
+                            .map(|p| {
+                                let x = if by_time { p.time_s } else { p.version };
+                                (x, if metric == "loss" { p.loss } else { p.accuracy * 100.0 })
+                            })
                             .collect();
                         Some(Series { label: id.clone(), points })
                     })
@@ -39,8 +49,8 @@ pub fn write_figures(figures: &[Figure], results: &Results, dir: &Path) -> Resul
                 let (name, y_label) =
                     if metric == "loss" { ("test loss", "cross-entropy") } else { ("test accuracy", "accuracy (%)") };
                 panels.push(Panel {
-                    title: format!("{} α = {alpha}{note}: {name}", spec.dataset),
-                    x_label: "round".into(),
+                    title: format!("{} {}{note}: {name}", spec.dataset, shown(&setting)),
+                    x_label: if by_time { "virtual time (s)".into() } else { "round".into() },
                     y_label: y_label.into(),
                     series,
                 });
@@ -56,13 +66,13 @@ pub fn write_figures(figures: &[Figure], results: &Results, dir: &Path) -> Resul
     Ok(written)
 }
 
-/// `alpha` if any of `runs` is planned there, else the first planned α of the dataset that has
-/// one of them; None when the dataset has none (missing or not selected).
-fn resolve_alpha(results: &Results, dataset: &str, alpha: f64, runs: &[String]) -> Option<f64> {
+/// `setting` if any of `runs` is planned there, else the first planned setting of the dataset
+/// that has one of them; None when the dataset has none (missing or not selected).
+fn resolve_setting(results: &Results, dataset: &str, setting: &str, runs: &[String]) -> Option<String> {
     let planned =
-        |a: f64| runs.iter().any(|id| results.runs.iter().any(|r| r.key == format!("{}/{id}", setting(dataset, a))));
-    if planned(alpha) {
-        return Some(alpha);
+        |s: &str| runs.iter().any(|id| results.runs.iter().any(|r| r.key == format!("{}/{id}", group(dataset, s))));
+    if planned(setting) {
+        return Some(setting.to_string());
     }
-    results.runs.iter().filter(|r| r.dataset == dataset).map(|r| r.alpha).find(|&a| planned(a))
+    results.runs.iter().filter(|r| r.dataset == dataset).map(|r| r.setting.clone()).find(|s| planned(s))
 }

@@ -1,5 +1,9 @@
 //! `experiments/<paper>/grid.toml`: what a reproduction runs at each scale, what it checks and
 //! which figures it draws; and its expansion into concrete runs (an experiment TOML each).
+//!
+//! Each dataset has *settings*, named groups of keys laid over its base experiment (a Dirichlet
+//! α, a device profile and fragment count, …); every row runs at every setting. `alphas` is a
+//! shorthand for settings `a<α>` that set `partition.alpha`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -31,10 +35,55 @@ pub struct Grid {
 pub struct DatasetEntry {
     /// The base experiment, relative to the grid file.
     pub base: String,
+    #[serde(default)]
     pub alphas: Vec<f64>,
+    #[serde(default)]
+    pub settings: Vec<Setting>,
 }
 
-/// A configuration run at every (dataset, α) of the tables.
+/// A named group of keys laid over a dataset's base experiment.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Setting {
+    pub id: String,
+    #[serde(default)]
+    pub set: Table,
+}
+
+impl Setting {
+    /// The setting `a<α>`, which sets `partition.alpha`.
+    pub fn alpha(alpha: f64) -> Setting {
+        let mut set = Table::new();
+        set.insert("partition.alpha".into(), Value::Float(alpha));
+        Setting { id: format!("a{alpha}"), set }
+    }
+}
+
+/// A setting named by its Dirichlet α or by its id.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum SettingRef {
+    Alpha(f64),
+    Id(String),
+}
+
+impl SettingRef {
+    pub fn id(&self) -> String {
+        match self {
+            SettingRef::Alpha(a) => format!("a{a}"),
+            SettingRef::Id(id) => id.clone(),
+        }
+    }
+}
+
+impl DatasetEntry {
+    /// Every setting of the dataset: its α shorthands, then its named settings.
+    fn all_settings(&self) -> Vec<Setting> {
+        self.alphas.iter().map(|&a| Setting::alpha(a)).chain(self.settings.iter().cloned()).collect()
+    }
+}
+
+/// A configuration run at every (dataset, setting) of the tables.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Row {
@@ -45,15 +94,17 @@ pub struct Row {
     /// NaN losses are expected (OAP), not an error.
     #[serde(default)]
     pub may_diverge: bool,
+    /// The ids of the settings it runs at (default: every setting).
+    pub settings: Option<Vec<String>>,
 }
 
-/// A configuration run only for a figure, at the α given per dataset.
+/// A configuration run only for a figure, at the setting (or α) given per dataset.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Extra {
     pub id: String,
     pub method: String,
-    pub datasets: BTreeMap<String, f64>,
+    pub datasets: BTreeMap<String, SettingRef>,
     #[serde(default)]
     pub set: Table,
 }
@@ -72,8 +123,10 @@ pub struct Scale {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScaleDataset {
-    /// The α values of the tables at this scale (default: the dataset's).
+    /// The α values of the tables at this scale (default: the dataset's settings).
     pub alphas: Option<Vec<f64>>,
+    /// The ids of the dataset's settings run at this scale (default: all).
+    pub settings: Option<Vec<String>>,
     #[serde(default)]
     pub set: Table,
 }
@@ -97,15 +150,35 @@ pub struct Check {
     pub at_most: BTreeMap<String, f64>,
 }
 
-/// An expected ordering of rows' best accuracy, checked in every table column.
+/// An expected ordering of rows, checked at every setting: each value of a chain is at least
+/// `factor` times the next, give or take `tolerance`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Ordering {
     pub what: String,
     pub chains: Vec<Vec<String>>,
-    /// Accuracy (0–1) by which a "≥" may fall short.
+    #[serde(default)]
+    pub metric: OrderMetric,
+    /// In the metric's unit (accuracy 0–1, seconds), by which a "≥" may fall short.
     #[serde(default)]
     pub tolerance: f64,
+    #[serde(default = "one")]
+    pub factor: f64,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// What an ordering compares.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OrderMetric {
+    #[default]
+    BestAccuracy,
+    /// Virtual seconds to the target accuracy (a chain with a run that never reached it is
+    /// not counted).
+    TimeToTarget,
 }
 
 #[derive(Debug, Deserialize)]
@@ -115,14 +188,23 @@ pub struct Figure {
     pub title: String,
     /// `accuracy` and/or `loss`: one panel row each.
     pub metrics: Vec<String>,
+    /// The horizontal axis: `round` (model version) or `time` (virtual seconds).
+    #[serde(default = "round")]
+    pub x: String,
     pub panels: Vec<PanelSpec>,
+}
+
+fn round() -> String {
+    "round".into()
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PanelSpec {
     pub dataset: String,
-    pub alpha: f64,
+    /// The setting, by α or id.
+    #[serde(alias = "alpha")]
+    pub setting: SettingRef,
     pub runs: Vec<String>,
 }
 
@@ -132,7 +214,8 @@ pub struct PlannedRun {
     /// `<dataset>-a<α>/<id>`, the name checks and reports use.
     pub key: String,
     pub dataset: String,
-    pub alpha: f64,
+    /// The setting's id.
+    pub setting: String,
     /// The row or extra id.
     pub id: String,
     pub seed: u64,
@@ -142,9 +225,9 @@ pub struct PlannedRun {
     pub dir: PathBuf,
 }
 
-/// `<dataset>-a<α>`: the group directory and key prefix of a (dataset, α) setting.
-pub fn setting(dataset: &str, alpha: f64) -> String {
-    format!("{dataset}-a{alpha}")
+/// `<dataset>-<setting>`: the group directory and key prefix of a (dataset, setting).
+pub fn group(dataset: &str, setting: &str) -> String {
+    format!("{dataset}-{setting}")
 }
 
 impl Grid {
@@ -154,6 +237,17 @@ impl Grid {
         for (name, scale) in &grid.scales {
             if let Some(unknown) = scale.datasets.keys().find(|d| !grid.datasets.contains_key(*d)) {
                 bail!("{}: scales.{name}.datasets.{unknown}: not a dataset of the grid", path.display());
+            }
+            for (d, sd) in &scale.datasets {
+                for id in sd.settings.iter().flatten() {
+                    grid.resolve(d, &SettingRef::Id(id.clone()))
+                        .with_context(|| format!("{}: scales.{name}.datasets.{d}.settings", path.display()))?;
+                }
+            }
+        }
+        for extra in &grid.extra {
+            for (d, r) in &extra.datasets {
+                grid.resolve(d, r).with_context(|| format!("{}: extra {}: datasets.{d}", path.display(), extra.id))?;
             }
         }
         Ok(grid)
@@ -168,10 +262,26 @@ impl Grid {
         })
     }
 
-    /// The table α values of `dataset` at `scale`.
-    pub fn alphas(&self, dataset: &str, scale: &Scale) -> Vec<f64> {
-        let own = scale.datasets.get(dataset).and_then(|d| d.alphas.clone());
-        own.unwrap_or_else(|| self.datasets[dataset].alphas.clone())
+    /// The table settings of `dataset` at `scale`.
+    pub fn settings(&self, dataset: &str, scale: &Scale) -> Vec<Setting> {
+        let all = self.datasets[dataset].all_settings();
+        match scale.datasets.get(dataset) {
+            Some(ScaleDataset { alphas: Some(alphas), .. }) => alphas.iter().map(|&a| Setting::alpha(a)).collect(),
+            Some(ScaleDataset { settings: Some(ids), .. }) => all.into_iter().filter(|s| ids.contains(&s.id)).collect(),
+            _ => all,
+        }
+    }
+
+    /// The setting `r` names for `dataset`: an α, or one of the dataset's settings.
+    pub fn resolve(&self, dataset: &str, r: &SettingRef) -> Result<Setting> {
+        let entry = self.datasets.get(dataset).with_context(|| format!("`{dataset}` is not a dataset of the grid"))?;
+        match r {
+            SettingRef::Alpha(a) => Ok(Setting::alpha(*a)),
+            SettingRef::Id(id) => entry.all_settings().into_iter().find(|s| &s.id == id).with_context(|| {
+                let ids: Vec<String> = entry.all_settings().into_iter().map(|s| s.id).collect();
+                format!("`{id}` is not a setting of {dataset}; it has: {}", ids.join(", "))
+            }),
+        }
     }
 
     /// Every run of `scale` over `datasets` and `seeds`, in a stable order; `grid_dir` holds
@@ -192,28 +302,27 @@ impl Grid {
             let base_text =
                 std::fs::read_to_string(&base_path).with_context(|| format!("reading {}", base_path.display()))?;
             let base: Table = toml::from_str(&base_text).with_context(|| format!("parsing {}", base_path.display()))?;
-            let mut jobs: Vec<(f64, &str, &str, &Table, bool)> = Vec::new();
-            for alpha in self.alphas(dataset, scale) {
-                for row in &self.rows {
-                    jobs.push((alpha, &row.id, &row.method, &row.set, row.may_diverge));
+            let mut jobs: Vec<(Setting, &str, &str, &Table, bool)> = Vec::new();
+            for setting in self.settings(dataset, scale) {
+                for row in self.rows.iter().filter(|r| r.settings.as_ref().is_none_or(|s| s.contains(&setting.id))) {
+                    jobs.push((setting.clone(), &row.id, &row.method, &row.set, row.may_diverge));
                 }
             }
             let extras_here = scale.extra_datasets.as_ref().is_none_or(|d| d.contains(dataset));
             for extra in self.extra.iter().filter(|_| extras_here) {
-                if let Some(&alpha) = extra.datasets.get(dataset) {
-                    jobs.push((alpha, &extra.id, &extra.method, &extra.set, false));
+                if let Some(r) = extra.datasets.get(dataset) {
+                    jobs.push((self.resolve(dataset, r)?, &extra.id, &extra.method, &extra.set, false));
                 }
             }
             let scale_set = scale.datasets.get(dataset).map(|d| &d.set);
-            for (alpha, id, method, set, may_diverge) in jobs {
+            for (setting, id, method, set, may_diverge) in jobs {
                 for &seed in seeds {
-                    let group = setting(dataset, alpha);
+                    let group = group(dataset, &setting.id);
                     let mut exp = base.clone();
                     exp.insert("name".into(), Value::String(format!("{}-{group}-{id}-s{seed}", self.paper)));
                     exp.insert("seed".into(), Value::Integer(seed as i64));
                     exp.insert("method".into(), Value::String(method.into()));
-                    set_path(&mut exp, "partition.alpha", Value::Float(alpha))?;
-                    for layer in [Some(set), Some(&scale.set), scale_set].into_iter().flatten() {
+                    for layer in [Some(&setting.set), Some(set), Some(&scale.set), scale_set].into_iter().flatten() {
                         for (key, value) in layer {
                             set_path(&mut exp, key, value.clone())
                                 .with_context(|| format!("applying `{key}` to {}", base_path.display()))?;
@@ -222,7 +331,7 @@ impl Grid {
                     runs.push(PlannedRun {
                         key: format!("{group}/{id}"),
                         dataset: dataset.clone(),
-                        alpha,
+                        setting: setting.id.clone(),
                         id: id.to_string(),
                         seed,
                         may_diverge,
@@ -307,6 +416,41 @@ mod tests {
         assert_eq!(runs.iter().map(|r| r.key.as_str()).collect::<Vec<_>>(), ["d-a0.5/a-l", "d-a0.5/a-l"]);
         let exp: Table = toml::from_str(&runs[0].experiment).unwrap();
         assert_eq!(exp["scheduler"]["rounds"].as_integer(), Some(10));
+    }
+
+    #[test]
+    fn named_settings_lay_their_keys_and_rows_can_skip_settings() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("base.toml"), "name = \"x\"\n[mask]\nparts = 4\n").unwrap();
+        let grid: Grid = toml::from_str(
+            r#"
+            paper = "p"
+            title = "t"
+            [datasets.d]
+            base = "base.toml"
+            settings = [{ id = "main" }, { id = "m2", set = { "mask.parts" = 2 } }]
+            [[rows]]
+            id = "ours"
+            method = "a"
+            [[rows]]
+            id = "baseline"
+            method = "b"
+            settings = ["main"]
+            [scales.full]
+            [scales.small]
+            [scales.small.datasets.d]
+            settings = ["m2"]
+            "#,
+        )
+        .unwrap();
+        let plan = |scale: &str| grid.plan(scale, &["d".into()], &[1], dir.path(), Path::new("/out")).unwrap();
+        let keys: Vec<String> = plan("full").iter().map(|r| r.key.clone()).collect();
+        assert_eq!(keys, ["d-main/ours", "d-main/baseline", "d-m2/ours"]);
+        let small = plan("small");
+        assert_eq!(small.len(), 1);
+        let exp: Table = toml::from_str(&small[0].experiment).unwrap();
+        assert_eq!(exp["mask"]["parts"].as_integer(), Some(2));
+        assert!(grid.resolve("d", &SettingRef::Id("m3".into())).unwrap_err().to_string().contains("it has: main, m2"));
     }
 
     #[test]

@@ -204,7 +204,7 @@ fn write_report(
     }
     summary.push_str(&report::render_verdicts("Checks", &checks));
     summary.push('\n');
-    summary.push_str(&report::render_verdicts("Orderings (paper's shape, spec §9.5)", &orderings));
+    summary.push_str(&report::render_verdicts("Orderings (the shape of the paper's results)", &orderings));
     summary.push_str("\n## Files\n\n");
     for table in &expected.tables {
         let _ = writeln!(summary, "- [{}]({}.md)", table.title, table.id);
@@ -229,7 +229,7 @@ fn write_report(
                 "not-finished"
             };
             json!({
-                "key": r.key, "dataset": r.dataset, "alpha": r.alpha, "id": r.id, "seed": r.seed,
+                "key": r.key, "dataset": r.dataset, "setting": r.setting, "id": r.id, "seed": r.seed,
                 "status": status, "dir": r.dir.strip_prefix(workspace_root()).unwrap_or(&r.dir).display().to_string(),
                 "best_accuracy": o.as_ref().map(|o| o.best_accuracy),
                 "final_accuracy": o.as_ref().map(|o| o.final_accuracy),

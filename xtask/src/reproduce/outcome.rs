@@ -6,6 +6,15 @@ use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 
+/// One evaluation of the global model.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Point {
+    pub version: f64,
+    pub time_s: f64,
+    pub accuracy: f64,
+    pub loss: f64,
+}
+
 /// A finished run's results.
 #[derive(Debug, Clone)]
 pub struct Outcome {
@@ -13,8 +22,10 @@ pub struct Outcome {
     pub final_accuracy: f64,
     pub final_loss: f64,
     pub wall_time_s: f64,
-    /// (version, accuracy, loss) at every evaluation.
-    pub curve: Vec<(f64, f64, f64)>,
+    /// Virtual seconds until the experiment's target accuracy was first reached.
+    pub time_to_target_s: Option<f64>,
+    /// Every evaluation.
+    pub curve: Vec<Point>,
     /// The diagnostics of the last evaluation.
     pub diagnostics: BTreeMap<String, f64>,
 }
@@ -34,6 +45,7 @@ impl Outcome {
             final_accuracy: number("final_accuracy"),
             final_loss: number("final_loss"),
             wall_time_s: number("wall_time_s"),
+            time_to_target_s: summary["time_to_target_s"].as_f64(),
             curve: read_curve(&dir.join("metrics.csv"))?,
             diagnostics: read_last_diagnostics(&dir.join("events.jsonl"))?,
         })
@@ -41,18 +53,29 @@ impl Outcome {
 
     /// Whether a loss went NaN or infinite anywhere.
     pub fn diverged(&self) -> bool {
-        !self.final_loss.is_finite() || self.curve.iter().any(|(_, _, loss)| !loss.is_finite())
+        !self.final_loss.is_finite() || self.curve.iter().any(|p| !p.loss.is_finite())
+    }
+
+    /// The best accuracy evaluated within `budget_s` virtual seconds.
+    pub fn best_within(&self, budget_s: f64) -> f64 {
+        self.curve.iter().filter(|p| p.time_s <= budget_s).map(|p| p.accuracy).fold(f64::NAN, f64::max)
+    }
+
+    /// Virtual seconds the run lasted.
+    pub fn duration_s(&self) -> f64 {
+        self.curve.last().map_or(0.0, |p| p.time_s)
     }
 }
 
-fn read_curve(path: &Path) -> Result<Vec<(f64, f64, f64)>> {
+fn read_curve(path: &Path) -> Result<Vec<Point>> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
     let column = |name: &str| {
         header.iter().position(|h| *h == name).with_context(|| format!("{}: no `{name}` column", path.display()))
     };
-    let (version, accuracy, loss) = (column("version")?, column("accuracy")?, column("loss")?);
+    let (time, version, accuracy, loss) =
+        (column("virtual_time_s")?, column("version")?, column("accuracy")?, column("loss")?);
     let mut curve = Vec::new();
     for (i, line) in lines.enumerate() {
         let cells: Vec<&str> = line.split(',').collect();
@@ -60,7 +83,12 @@ fn read_curve(path: &Path) -> Result<Vec<(f64, f64, f64)>> {
             let s = cells.get(c).copied().unwrap_or_default();
             s.parse().with_context(|| format!("{} line {}: expected a number, got `{s}`", path.display(), i + 2))
         };
-        curve.push((cell(version)?, cell(accuracy)?, cell(loss)?));
+        curve.push(Point {
+            version: cell(version)?,
+            time_s: cell(time)?,
+            accuracy: cell(accuracy)?,
+            loss: cell(loss)?,
+        });
     }
     Ok(curve)
 }
@@ -88,7 +116,7 @@ mod tests {
         let p = dir.path();
         std::fs::write(
             p.join("summary.json"),
-            r#"{"best_accuracy":0.9,"final_accuracy":0.8,"final_loss":null,"wall_time_s":3.5}"#,
+            r#"{"best_accuracy":0.9,"final_accuracy":0.8,"final_loss":null,"wall_time_s":3.5,"time_to_target_s":2.0}"#,
         )
         .unwrap();
         std::fs::write(p.join("metrics.csv"), "virtual_time_s,version,accuracy,loss\n1,0,0.1,2.3\n2,1,0.9,NaN\n")
@@ -101,7 +129,9 @@ mod tests {
         let o = Outcome::read(p).unwrap();
         assert_eq!((o.best_accuracy, o.final_accuracy, o.wall_time_s), (0.9, 0.8, 3.5));
         assert!(o.final_loss.is_nan() && o.diverged());
-        assert_eq!(o.curve[0], (0.0, 0.1, 2.3));
+        assert_eq!(o.curve[0], Point { version: 0.0, time_s: 1.0, accuracy: 0.1, loss: 2.3 });
+        assert_eq!(o.time_to_target_s, Some(2.0));
+        assert_eq!((o.best_within(1.5), o.best_within(2.0), o.duration_s()), (0.1, 0.9, 2.0));
         assert_eq!(o.diagnostics["tau"], 2.0);
         assert_eq!(o.diagnostics["gamma_star"], 10.0);
     }

@@ -1,9 +1,12 @@
 //! The report of a reproduction: the paper's tables with ours beside them (`<table>.md`), the
 //! checks and orderings of the grid, and everything machine-readable in `results.json`.
 //!
-//! A cell reads `paper / ours best / ours final / Δ` in accuracy points, Δ = best − paper, the
-//! comparison the paper's tables support (spec A-12); ✗ marks a Δ beyond the table's tolerance.
-//! With several seeds, ours is the mean over seeds.
+//! An accuracy cell reads `paper / ours best / ours final / Δ` in accuracy points, Δ = best −
+//! paper, the comparison the paper's tables support (KDD'23 spec A-12); ✗ marks a Δ beyond the
+//! table's tolerance. Time columns (virtual seconds to the target accuracy, or the budget of a
+//! multiple of it) are comparable with the paper's wall-clock seconds only in shape, so each
+//! also shows its ratio to the fastest of the table's reference rows. With several seeds, ours
+//! is the mean over seeds.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -13,7 +16,7 @@ use anyhow::{Context, Result};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::grid::{Grid, PlannedRun, setting};
+use super::grid::{Grid, OrderMetric, PlannedRun, SettingRef, group};
 use super::outcome::Outcome;
 
 /// `experiments/<paper>/expected.toml`.
@@ -29,22 +32,73 @@ pub struct PaperTable {
     pub id: String,
     pub title: String,
     pub columns: Vec<Column>,
-    /// Allowed |Δ| in points, per dataset.
+    /// Allowed |Δ| in points, per dataset (accuracy columns).
+    #[serde(default)]
     pub tolerance: BTreeMap<String, f64>,
+    /// Time columns show ratios to the fastest of these rows (run ids).
+    #[serde(default)]
+    pub ratio_to: Vec<String>,
+    /// The budget of `budget` and `accuracy_at_budget` columns, in multiples of the run's own
+    /// time to target (the paper's Table 5 times are 3× its Table 2 times, fedraa spec C1).
+    #[serde(default = "three")]
+    pub budget_factor: f64,
+    /// The header of the rows' `level` column.
+    #[serde(default = "variant")]
+    pub level_header: String,
     pub rows: Vec<PaperRow>,
+}
+
+fn three() -> f64 {
+    3.0
+}
+
+fn variant() -> String {
+    "Variant".into()
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Column {
     pub dataset: String,
-    pub alpha: f64,
+    /// The setting, by α or id.
+    #[serde(alias = "alpha")]
+    pub setting: SettingRef,
+    #[serde(default)]
+    pub metric: ColumnMetric,
+    /// The header (default: the dataset and setting).
+    pub label: Option<String>,
+}
+
+/// What a column reports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ColumnMetric {
+    /// Best and final test accuracy, %.
+    #[default]
+    Accuracy,
+    /// Virtual seconds until the target accuracy.
+    TimeToTarget,
+    /// `budget_factor` × the time to target, seconds.
+    Budget,
+    /// Best accuracy within the budget, %.
+    AccuracyAtBudget,
+}
+
+impl Column {
+    fn header(&self) -> String {
+        self.label.clone().unwrap_or_else(|| match &self.setting {
+            SettingRef::Alpha(a) => format!("{} α={a}", self.dataset),
+            SettingRef::Id(id) => format!("{} {id}", self.dataset),
+        })
+    }
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PaperRow {
     pub method: String,
+    /// The mask level or variant (tables without one leave it out).
+    #[serde(default)]
     pub level: String,
     /// The grid row that reproduces it; none for rows the paper marks not applicable.
     pub run: Option<String>,
@@ -108,42 +162,56 @@ pub struct Results<'a> {
 }
 
 /// Ours for a table cell.
-enum Ours {
-    /// Mean best and final accuracy (0–1) over the finished seeds.
-    Done {
-        best: f64,
-        last: f64,
-    },
+enum Ours<'a> {
+    /// The finished seeds.
+    Done(&'a [Outcome]),
     NotRunAtScale,
     MissingData,
     NotFinished,
 }
 
+fn mean(o: &[Outcome], f: impl Fn(&Outcome) -> f64) -> f64 {
+    o.iter().map(f).sum::<f64>() / o.len() as f64
+}
+
+/// Mean time to target over seeds; None if a seed never reached it.
+fn time_to_target(o: &[Outcome]) -> Option<f64> {
+    let times = o.iter().map(|o| o.time_to_target_s).collect::<Option<Vec<f64>>>()?;
+    Some(times.iter().sum::<f64>() / times.len() as f64)
+}
+
 impl Results<'_> {
-    fn ours(&self, dataset: &str, alpha: f64, row: &str) -> Ours {
+    fn ours(&self, dataset: &str, setting: &str, row: &str) -> Ours<'_> {
         if self.missing.contains_key(dataset) {
             return Ours::MissingData;
         }
-        let key = format!("{}/{row}", setting(dataset, alpha));
+        let key = format!("{}/{row}", group(dataset, setting));
         if !self.runs.iter().any(|r| r.key == key) {
             return Ours::NotRunAtScale;
         }
         match self.outcomes.get(&key) {
-            Some(o) if !o.is_empty() => {
-                let mean = |f: fn(&Outcome) -> f64| o.iter().map(f).sum::<f64>() / o.len() as f64;
-                Ours::Done { best: mean(|o| o.best_accuracy), last: mean(|o| o.final_accuracy) }
-            }
+            Some(o) if !o.is_empty() => Ours::Done(o),
             _ => Ours::NotFinished,
         }
     }
 
-    /// Best accuracy of a row at a (dataset, α), if finished.
-    fn best(&self, dataset: &str, alpha: f64, row: &str) -> Option<f64> {
-        match self.ours(dataset, alpha, row) {
-            Ours::Done { best, .. } => Some(best),
+    /// A row's value for an ordering at a (dataset, setting), if finished (and, for times,
+    /// if the target was reached).
+    fn value(&self, metric: OrderMetric, dataset: &str, setting: &str, row: &str) -> Option<f64> {
+        match self.ours(dataset, setting, row) {
+            Ours::Done(o) => match metric {
+                OrderMetric::BestAccuracy => Some(mean(o, |o| o.best_accuracy)),
+                OrderMetric::TimeToTarget => time_to_target(o),
+            },
             _ => None,
         }
     }
+}
+
+/// A time column's value for one row: ours (mean over seeds), if it reached the target.
+fn ours_time(metric: ColumnMetric, factor: f64, o: &[Outcome]) -> Option<f64> {
+    let t = time_to_target(o)?;
+    Some(if metric == ColumnMetric::Budget { factor * t } else { t })
 }
 
 /// One evaluated check or ordering, for the report and `results.json`.
@@ -156,64 +224,153 @@ pub struct Verdict {
 
 /// Renders a paper table as Markdown; also returns its cells for `results.json`.
 pub fn render_table(table: &PaperTable, results: &Results) -> (String, Vec<serde_json::Value>) {
-    let mut md = format!(
-        "## {}\n\nEach cell: paper / ours (best) / ours (final) / Δ = best − paper, in points.\n\n",
-        table.title
-    );
-    let header: Vec<String> = table.columns.iter().map(|c| format!("{} α={}", c.dataset, c.alpha)).collect();
-    let _ = writeln!(md, "| Method | Mask level | {} |", header.join(" | "));
-    let _ = writeln!(md, "|---|---|{}", "---|".repeat(table.columns.len()));
+    let has_time = table.columns.iter().any(|c| matches!(c.metric, ColumnMetric::TimeToTarget | ColumnMetric::Budget));
+    let mut md = format!("## {}\n\n", table.title);
+    if table.columns.iter().any(|c| c.metric == ColumnMetric::Accuracy) {
+        md += "Accuracy cells: paper / ours (best) / ours (final) / Δ = best − paper, in points.\n";
+    }
+    if table.columns.iter().any(|c| c.metric == ColumnMetric::AccuracyAtBudget) {
+        let _ = writeln!(
+            md,
+            "Accuracy-at-budget cells: paper / ours (best within {}× the run's own time to target) / Δ, in points.",
+            table.budget_factor
+        );
+    }
+    if has_time {
+        let _ = writeln!(
+            md,
+            "Time cells: paper s (ratio to the fastest of {}) / ours virtual s (same ratio).",
+            table.ratio_to.join(", ")
+        );
+    }
+    md += "\n";
+    let with_level = table.rows.iter().any(|r| !r.level.is_empty());
+    let header: Vec<String> = table.columns.iter().map(Column::header).collect();
+    let level_head = if with_level { format!(" {} |", table.level_header) } else { String::new() };
+    let _ = writeln!(md, "| Method |{level_head} {} |", header.join(" | "));
+    let _ = writeln!(md, "|---|{}{}", if with_level { "---|" } else { "" }, "---|".repeat(table.columns.len()));
+    // The fastest reference row per column, paper's and ours, for the time ratios.
+    let fastest: Vec<(Option<f64>, Option<f64>)> = table
+        .columns
+        .iter()
+        .enumerate()
+        .map(|(c, col)| {
+            let refs = table.rows.iter().filter(|r| r.run.as_ref().is_some_and(|id| table.ratio_to.contains(id)));
+            let min = |v: Vec<f64>| v.into_iter().reduce(f64::min);
+            let paper = min(refs.clone().filter_map(|r| r.paper[c].value()).collect());
+            let ours = min(refs
+                .filter_map(|r| match results.ours(&col.dataset, &col.setting.id(), r.run.as_deref()?) {
+                    Ours::Done(o) => ours_time(col.metric, table.budget_factor, o),
+                    _ => None,
+                })
+                .collect());
+            (paper, ours)
+        })
+        .collect();
     let mut cells = Vec::new();
     let (mut within, mut compared) = (0, 0);
     for row in &table.rows {
-        let mut line = format!("| {} | {} |", row.method, row.level);
-        for (col, paper) in table.columns.iter().zip(&row.paper) {
-            let paper_text = paper.value().map_or("-".to_string(), |v| format!("{v:.1}"));
-            let tolerance = table.tolerance.get(&col.dataset).copied().unwrap_or(f64::INFINITY);
-            let ours = row.run.as_deref().map(|r| results.ours(&col.dataset, col.alpha, r));
-            let text = match (&ours, paper.value()) {
-                (None, _) => "-".to_string(),
-                (Some(Ours::Done { best, last }), Some(p)) => {
-                    let delta = best * 100.0 - p;
-                    compared += 1;
-                    let ok = delta.abs() <= tolerance;
-                    within += usize::from(ok);
-                    let mark = if ok { "" } else { " ✗" };
-                    format!("{paper_text} / {:.1} / {:.1} / {delta:+.1}{mark}", best * 100.0, last * 100.0)
-                }
-                (Some(Ours::Done { best, last }), None) => {
-                    let fails = row.fails_below.map(|t| best * 100.0 < t || best.is_nan());
-                    let verdict = match fails {
-                        Some(true) => " (fails, as in the paper)",
-                        Some(false) => " (works; the paper says it fails)",
-                        None => "",
-                    };
-                    format!("- / {:.1} / {:.1}{verdict}", best * 100.0, last * 100.0)
-                }
-                (Some(Ours::NotRunAtScale), _) => format!("{paper_text} / ·"),
-                (Some(Ours::MissingData), _) => format!("{paper_text} / no data"),
-                (Some(Ours::NotFinished), _) => format!("{paper_text} / not finished"),
+        let mut line = format!("| {} |", row.method);
+        if with_level {
+            let _ = write!(line, " {} |", row.level);
+        }
+        for ((c, col), paper) in table.columns.iter().enumerate().zip(&row.paper) {
+            let is_time = matches!(col.metric, ColumnMetric::TimeToTarget | ColumnMetric::Budget);
+            let paper_text = match paper.value() {
+                None => "-".to_string(),
+                Some(v) if is_time => format!("{v:.2} s{}", ratio(v, fastest[c].0)),
+                Some(v) => format!("{v:.1}"),
             };
-            let (best, last) = match ours {
-                Some(Ours::Done { best, last }) => (Some(best), Some(last)),
-                _ => (None, None),
+            let tolerance = table.tolerance.get(&col.dataset).copied().unwrap_or(f64::INFINITY);
+            let ours = row.run.as_deref().map(|r| results.ours(&col.dataset, &col.setting.id(), r));
+            let (mut best, mut last, mut value) = (None, None, None);
+            let text = match &ours {
+                None => "-".to_string(),
+                Some(Ours::Done(o)) => match col.metric {
+                    ColumnMetric::Accuracy => {
+                        let (b, l) = (mean(o, |o| o.best_accuracy), mean(o, |o| o.final_accuracy));
+                        (best, last) = (Some(b), Some(l));
+                        match paper.value() {
+                            Some(p) => {
+                                let delta = b * 100.0 - p;
+                                compared += 1;
+                                let ok = delta.abs() <= tolerance;
+                                within += usize::from(ok);
+                                let mark = if ok { "" } else { " ✗" };
+                                format!("{paper_text} / {:.1} / {:.1} / {delta:+.1}{mark}", b * 100.0, l * 100.0)
+                            }
+                            None => {
+                                let fails = row.fails_below.map(|t| b * 100.0 < t || b.is_nan());
+                                let verdict = match fails {
+                                    Some(true) => " (fails, as in the paper)",
+                                    Some(false) => " (works; the paper says it fails)",
+                                    None => "",
+                                };
+                                format!("- / {:.1} / {:.1}{verdict}", b * 100.0, l * 100.0)
+                            }
+                        }
+                    }
+                    ColumnMetric::AccuracyAtBudget => {
+                        let reached = o.iter().all(|o| o.time_to_target_s.is_some());
+                        let v = mean(o, |o| match o.time_to_target_s {
+                            Some(t) => o.best_within(table.budget_factor * t),
+                            None => o.best_accuracy,
+                        });
+                        value = Some(v * 100.0);
+                        let note = if reached { "" } else { " (target not reached: best of the run)" };
+                        match paper.value() {
+                            Some(p) => {
+                                let delta = v * 100.0 - p;
+                                compared += 1;
+                                let ok = delta.abs() <= tolerance;
+                                within += usize::from(ok);
+                                let mark = if ok { "" } else { " ✗" };
+                                format!("{paper_text} / {:.2} / {delta:+.2}{mark}{note}", v * 100.0)
+                            }
+                            None => format!("- / {:.2}{note}", v * 100.0),
+                        }
+                    }
+                    ColumnMetric::TimeToTarget | ColumnMetric::Budget => {
+                        match ours_time(col.metric, table.budget_factor, o) {
+                            Some(t) => {
+                                value = Some(t);
+                                format!("{paper_text} / {t:.1} s{}", ratio(t, fastest[c].1))
+                            }
+                            None => {
+                                format!("{paper_text} / target not reached in {:.0} s", mean(o, Outcome::duration_s))
+                            }
+                        }
+                    }
+                },
+                Some(Ours::NotRunAtScale) => format!("{paper_text} / ·"),
+                Some(Ours::MissingData) => format!("{paper_text} / no data"),
+                Some(Ours::NotFinished) => format!("{paper_text} / not finished"),
             };
             cells.push(json!({
                 "method": row.method, "level": row.level, "run": row.run,
-                "dataset": col.dataset, "alpha": col.alpha,
+                "dataset": col.dataset, "setting": col.setting.id(), "metric": format!("{:?}", col.metric),
                 "paper": paper.value(), "best": best.map(|b| b * 100.0), "final": last.map(|l| l * 100.0),
-                "delta": best.zip(paper.value()).map(|(b, p)| b * 100.0 - p),
+                "value": value,
+                "delta": best.map(|b| b * 100.0).or(value.filter(|_| !is_time)).zip(paper.value()).map(|(b, p)| b - p),
             }));
             let _ = write!(line, " {text} |");
         }
         let _ = writeln!(md, "{line}");
     }
-    let _ = writeln!(
-        md,
-        "\n{within} of {compared} compared cells within tolerance ({}). `·` = not run at this scale; `no data` = dataset not present.",
-        table.tolerance.iter().map(|(d, t)| format!("{d} ±{t}")).collect::<Vec<_>>().join(", ")
-    );
+    if compared > 0 {
+        let _ = writeln!(
+            md,
+            "\n{within} of {compared} compared accuracy cells within tolerance ({}).",
+            table.tolerance.iter().map(|(d, t)| format!("{d} ±{t}")).collect::<Vec<_>>().join(", ")
+        );
+    }
+    let _ = writeln!(md, "\n`·` = not run at this scale; `no data` = dataset not present.");
     (md, cells)
+}
+
+/// ` (r×)`: `v` relative to `fastest`, when known.
+fn ratio(v: f64, fastest: Option<f64>) -> String {
+    fastest.filter(|f| *f > 0.0).map_or(String::new(), |f| format!(" ({:.2}×)", v / f))
 }
 
 /// The grid's pass/fail checks that apply at this scale.
@@ -280,12 +437,16 @@ pub fn evaluate_checks(grid: &Grid, results: &Results) -> Vec<Verdict> {
     out
 }
 
-/// The grid's orderings over every (dataset, α) of the tables at this scale.
+/// The grid's orderings over every (dataset, setting) of the tables at this scale.
 pub fn evaluate_orderings(grid: &Grid, results: &Results) -> Vec<Verdict> {
-    let settings: Vec<(String, f64)> = {
-        let mut s: Vec<(String, f64)> = results.runs.iter().map(|r| (r.dataset.clone(), r.alpha)).collect();
-        s.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
-        s.dedup();
+    let settings: Vec<(String, String)> = {
+        let mut s: Vec<(String, String)> = Vec::new();
+        for r in results.runs {
+            let pair = (r.dataset.clone(), r.setting.clone());
+            if !s.contains(&pair) {
+                s.push(pair);
+            }
+        }
         s
     };
     grid.orderings
@@ -293,19 +454,24 @@ pub fn evaluate_orderings(grid: &Grid, results: &Results) -> Vec<Verdict> {
         .map(|ordering| {
             let (mut holds, mut total, mut broken) = (0, 0, Vec::new());
             for chain in &ordering.chains {
-                for (dataset, alpha) in &settings {
-                    let Some(best) =
-                        chain.iter().map(|row| results.best(dataset, *alpha, row)).collect::<Option<Vec<f64>>>()
+                for (dataset, setting) in &settings {
+                    let Some(values) = chain
+                        .iter()
+                        .map(|row| results.value(ordering.metric, dataset, setting, row))
+                        .collect::<Option<Vec<f64>>>()
                     else {
                         continue;
                     };
                     total += 1;
-                    if best.windows(2).all(|w| w[0] + ordering.tolerance >= w[1]) {
+                    let show = |r: &String, v: &f64| match ordering.metric {
+                        OrderMetric::BestAccuracy => format!("{r} {:.1}", v * 100.0),
+                        OrderMetric::TimeToTarget => format!("{r} {v:.1} s"),
+                    };
+                    if values.windows(2).all(|w| w[0] + ordering.tolerance >= ordering.factor * w[1]) {
                         holds += 1;
                     } else {
-                        let values: Vec<String> =
-                            chain.iter().zip(&best).map(|(r, b)| format!("{r} {:.1}", b * 100.0)).collect();
-                        broken.push(format!("{} ({})", setting(dataset, *alpha), values.join(", ")));
+                        let shown: Vec<String> = chain.iter().zip(&values).map(|(r, v)| show(r, v)).collect();
+                        broken.push(format!("{} ({})", group(dataset, setting), shown.join(", ")));
                     }
                 }
             }
@@ -337,12 +503,13 @@ mod tests {
     use std::path::PathBuf;
 
     use super::*;
+    use crate::reproduce::outcome::Point;
 
     fn run(dataset: &str, alpha: f64, id: &str) -> PlannedRun {
         PlannedRun {
-            key: format!("{}/{id}", setting(dataset, alpha)),
+            key: format!("{}/{id}", group(dataset, &format!("a{alpha}"))),
             dataset: dataset.into(),
-            alpha,
+            setting: format!("a{alpha}"),
             id: id.into(),
             seed: 1,
             may_diverge: false,
@@ -357,6 +524,7 @@ mod tests {
             final_accuracy: last,
             final_loss: 0.1,
             wall_time_s: 1.0,
+            time_to_target_s: None,
             curve: vec![],
             diagnostics: BTreeMap::new(),
         }
@@ -394,9 +562,58 @@ mod tests {
             md.contains("| C | S | 80.0 / 70.0 / 70.0 / -10.0 ✗ | - / 25.0 / 20.0 (fails, as in the paper) |"),
             "{md}"
         );
-        assert!(md.contains("1 of 2 compared cells within tolerance"), "{md}");
+        assert!(md.contains("1 of 2 compared accuracy cells within tolerance"), "{md}");
         assert_eq!(cells.len(), 9);
         assert_eq!(cells[0]["delta"].as_f64().map(|d| (d * 10.0).round() / 10.0), Some(1.8));
+    }
+
+    /// A run that reaches 0.5 accuracy at `ttt` virtual seconds and 0.9 at `3 ttt + 1`.
+    fn timed(ttt: f64) -> Outcome {
+        let point = |time_s: f64, accuracy: f64| Point { version: 0.0, time_s, accuracy, loss: 1.0 };
+        Outcome {
+            time_to_target_s: Some(ttt),
+            curve: vec![point(0.0, 0.1), point(ttt, 0.5), point(3.0 * ttt, 0.6), point(3.0 * ttt + 1.0, 0.9)],
+            ..outcome(0.9, 0.9)
+        }
+    }
+
+    #[test]
+    fn time_cells_show_ratios_to_the_fastest_reference_and_budget_accuracy() {
+        let expected: Expected = toml::from_str(
+            r#"
+            [[tables]]
+            id = "t"
+            title = "T"
+            ratio_to = ["avg", "async"]
+            tolerance = { m = 1.0 }
+            columns = [
+                { dataset = "m", setting = "main", metric = "time_to_target" },
+                { dataset = "m", setting = "main", metric = "accuracy_at_budget", label = "m acc" },
+                { dataset = "m", setting = "main", metric = "budget" },
+            ]
+            rows = [
+                { method = "FedAvg", run = "avg", paper = [400.0, 96.0, 1200.0] },
+                { method = "FedAsync", run = "async", paper = [200.0, 96.5, 600.0] },
+                { method = "Ours", run = "ours", paper = [50.0, 60.0, 150.0] },
+            ]
+            "#,
+        )
+        .unwrap();
+        let planned =
+            |id: &str| PlannedRun { key: format!("m-main/{id}"), setting: "main".into(), ..run("m", 0.1, id) };
+        let runs = vec![planned("avg"), planned("async"), planned("ours")];
+        let outcomes = BTreeMap::from([
+            ("m-main/avg".to_string(), vec![timed(100.0)]),
+            ("m-main/async".to_string(), vec![timed(40.0)]),
+            ("m-main/ours".to_string(), vec![Outcome { time_to_target_s: None, ..timed(10.0) }]),
+        ]);
+        let results = Results { scale: "s", runs: &runs, outcomes, missing: BTreeMap::new() };
+        let (md, _) = render_table(&expected.tables[0], &results);
+        assert!(md.contains("| Method | m main | m acc | m main |"), "{md}");
+        // Fastest reference: paper 200 s, ours 40 s. Within 3× its time to target FedAvg's best is
+        // 60%; 36 points under the paper.
+        assert!(md.contains("| FedAvg | 400.00 s (2.00×) / 100.0 s (2.50×) | 96.0 / 60.00 / -36.00 ✗ | 1200.00 s (2.00×) / 300.0 s (2.50×) |"), "{md}");
+        assert!(md.contains("| Ours | 50.00 s (0.25×) / target not reached in 31 s | 60.0 / 90.00 / +30.00 ✗ (target not reached: best of the run) |"), "{md}");
     }
 
     #[test]

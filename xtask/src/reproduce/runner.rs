@@ -109,7 +109,7 @@ mod tests {
         let run = PlannedRun {
             key: "d-a0.1/x".into(),
             dataset: "d".into(),
-            alpha: 0.1,
+            setting: "a0.1".into(),
             id: "x".into(),
             seed: 1,
             may_diverge: false,
