@@ -1,13 +1,13 @@
 //! `cargo xtask test [ARGS…]`: every test of the workspace, after setup (the end-to-end tests
 //! train on the real MNIST that setup fetches); then, unless ARGS narrow the tests, the
-//! smoke-scale reproductions, whose checks must hold (spec kdd23 §9.4).
+//! smoke-scale reproductions, whose checks must hold.
 
 use anyhow::Result;
 
 use crate::util::{cargo, run as run_cmd};
 
 /// The papers whose smoke reproduction is part of the tests.
-const SMOKE: [&str; 1] = ["kdd23"];
+const SMOKE: [&str; 2] = ["kdd23", "fedraa"];
 
 pub fn run(args: &[String]) -> Result<()> {
     super::setup::run()?;

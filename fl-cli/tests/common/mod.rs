@@ -1,0 +1,59 @@
+//! Small dataset files in the official formats, for end-to-end runs of the base experiments
+//! (the real CIFAR and AG News are in no package registry).
+
+#![allow(dead_code)] // Each test crate uses some of the writers.
+
+use std::path::Path;
+
+/// Writes CIFAR-10's binary files into `dir`: `n` training records over 5 batches and `n / 5`
+/// test records; the label is the record index mod 10 and the pixels encode the label.
+pub fn write_cifar10(dir: &Path, n: usize) {
+    std::fs::create_dir_all(dir).unwrap();
+    let record = |i: usize| {
+        let label = (i % 10) as u8;
+        let mut r = vec![label];
+        r.extend((0..3072).map(|p| label.wrapping_mul(25).wrapping_add((p % 7) as u8 + (i % 3) as u8)));
+        r
+    };
+    for b in 0..5 {
+        let bytes: Vec<u8> = (b * n / 5..(b + 1) * n / 5).flat_map(record).collect();
+        std::fs::write(dir.join(format!("data_batch_{}.bin", b + 1)), bytes).unwrap();
+    }
+    std::fs::write(dir.join("test_batch.bin"), (0..n / 5).flat_map(record).collect::<Vec<u8>>()).unwrap();
+}
+
+/// Writes AG News `train.csv` and `test.csv`: the class's keyword in a few words of filler.
+pub fn write_agnews(dir: &Path, n: usize) {
+    std::fs::create_dir_all(dir).unwrap();
+    let words = ["world", "sports", "business", "science"];
+    let csv = |count: usize| -> String {
+        (0..count)
+            .map(|i| {
+                let class = i % 4;
+                format!(
+                    "\"{}\",\"News, {} today\",\"The \"\"{}\"\" story ({i}).\"\n",
+                    class + 1,
+                    words[class],
+                    words[class]
+                )
+            })
+            .collect()
+    };
+    std::fs::write(dir.join("train.csv"), csv(n)).unwrap();
+    std::fs::write(dir.join("test.csv"), csv(n / 5)).unwrap();
+}
+
+/// Writes CIFAR-100's `train.bin` and `test.bin` into `dir`: `n` training records and `n / 5`
+/// test records; the fine label is the record index mod 100, the coarse one its fifth, and the
+/// pixels encode the fine label.
+pub fn write_cifar100(dir: &Path, n: usize) {
+    std::fs::create_dir_all(dir).unwrap();
+    let record = |i: usize| {
+        let fine = (i % 100) as u8;
+        let mut r = vec![fine / 5, fine];
+        r.extend((0..3072).map(|p| fine.wrapping_mul(7).wrapping_add((p % 5) as u8)));
+        r
+    };
+    std::fs::write(dir.join("train.bin"), (0..n).flat_map(record).collect::<Vec<u8>>()).unwrap();
+    std::fs::write(dir.join("test.bin"), (0..n / 5).flat_map(record).collect::<Vec<u8>>()).unwrap();
+}
