@@ -1,13 +1,15 @@
 //! The grid's figures: test accuracy and/or test loss against rounds or virtual time, one panel
 //! per (dataset, setting) and metric, one curve per run (the first seed). A panel whose setting
 //! is not run at this scale shows the scale's first setting of the dataset instead, and says so
-//! in its title.
+//! in its title. Sweep figures plot one row's time to target or best accuracy against a setting
+//! coordinate (β, M), one line per value of another.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
-use super::grid::{Figure, SettingRef, group};
+use super::grid::{DatasetEntry, Figure, Grid, SettingRef, Sweep, group};
 use super::report::Results;
 use crate::plot::{Panel, Series, write_png};
 
@@ -75,4 +77,124 @@ fn resolve_setting(results: &Results, dataset: &str, setting: &str, runs: &[Stri
         return Some(setting.to_string());
     }
     results.runs.iter().filter(|r| r.dataset == dataset).map(|r| r.setting.clone()).find(|s| planned(s))
+}
+
+/// Writes every sweep figure with at least one point into `dir`; returns their titles and files.
+pub fn write_sweeps(grid: &Grid, results: &Results, dir: &Path) -> Result<Vec<(String, PathBuf)>> {
+    let mut written = Vec::new();
+    for sweep in &grid.sweeps {
+        let panels: Vec<Panel> = grid
+            .datasets
+            .iter()
+            .flat_map(|(dataset, entry)| sweep.metrics.iter().map(move |m| (dataset, entry, m)))
+            .filter_map(|(dataset, entry, metric)| {
+                let lines = sweep_lines(sweep, dataset, entry, metric, results);
+                if lines.is_empty() {
+                    return None;
+                }
+                let series = lines.into_iter().map(|(label, points)| Series { label, points }).collect();
+                let (name, y_label) = match metric.as_str() {
+                    "time_to_target" => ("time to target", "virtual seconds"),
+                    _ => ("best test accuracy", "accuracy (%)"),
+                };
+                Some(Panel {
+                    title: format!("{dataset}, {}: {name}", sweep.run),
+                    x_label: sweep.x.clone(),
+                    y_label: y_label.into(),
+                    series,
+                })
+            })
+            .collect();
+        if panels.is_empty() {
+            continue;
+        }
+        let path = dir.join(&sweep.file);
+        write_png(&path, &panels)?;
+        written.push((sweep.title.clone(), path));
+    }
+    Ok(written)
+}
+
+/// The lines of a sweep panel: per value of the series coordinate, (x, metric) of the finished
+/// runs of the sweep's row, in x order. Runs that never reached the target have no time point.
+fn sweep_lines(
+    sweep: &Sweep,
+    dataset: &str,
+    entry: &DatasetEntry,
+    metric: &str,
+    results: &Results,
+) -> BTreeMap<String, Vec<(f64, f64)>> {
+    let mut lines: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+    for setting in entry.all_settings() {
+        let (Some(&x), Some(&line)) = (setting.coords.get(&sweep.x), setting.coords.get(&sweep.series)) else {
+            continue;
+        };
+        let key = format!("{}/{}", group(dataset, &setting.id), sweep.run);
+        let Some(o) = results.outcomes.get(&key).and_then(|o| o.first()) else { continue };
+        let y = match metric {
+            "time_to_target" => o.time_to_target_s,
+            _ => Some(o.best_accuracy * 100.0),
+        };
+        if let Some(y) = y {
+            lines.entry(format!("{} = {line}", sweep.series)).or_default().push((x, y));
+        }
+    }
+    for points in lines.values_mut() {
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reproduce::outcome::Outcome;
+
+    #[test]
+    fn sweep_lines_group_runs_by_the_series_coordinate() {
+        let grid: Grid = toml::from_str(
+            r#"
+            paper = "p"
+            title = "t"
+            rows = []
+            scales = {}
+            [datasets.d]
+            base = "b.toml"
+            settings = [
+                { id = "b0.9-m2", coords = { beta = 0.9, M = 2 } },
+                { id = "b0.1-m2", coords = { beta = 0.1, M = 2 } },
+                { id = "b0.1-m4", coords = { beta = 0.1, M = 4 } },
+                { id = "other" },
+            ]
+            [[sweeps]]
+            file = "f.png"
+            title = "F"
+            run = "ours"
+            x = "beta"
+            series = "M"
+            metrics = ["time_to_target"]
+            "#,
+        )
+        .unwrap();
+        let outcome = |t: Option<f64>| Outcome {
+            best_accuracy: 0.9,
+            final_accuracy: 0.9,
+            final_loss: 0.1,
+            wall_time_s: 1.0,
+            time_to_target_s: t,
+            curve: vec![],
+            diagnostics: BTreeMap::new(),
+        };
+        let outcomes = BTreeMap::from([
+            ("d-b0.9-m2/ours".to_string(), vec![outcome(Some(300.0))]),
+            ("d-b0.1-m2/ours".to_string(), vec![outcome(Some(100.0))]),
+            ("d-b0.1-m4/ours".to_string(), vec![outcome(None)]),
+            ("d-other/ours".to_string(), vec![outcome(Some(1.0))]),
+        ]);
+        let results = Results { scale: "s", runs: &[], outcomes, missing: BTreeMap::new() };
+        let lines = sweep_lines(&grid.sweeps[0], "d", &grid.datasets["d"], "time_to_target", &results);
+        assert_eq!(lines, BTreeMap::from([("M = 2".to_string(), vec![(0.1, 100.0), (0.9, 300.0)])]));
+        let acc = sweep_lines(&grid.sweeps[0], "d", &grid.datasets["d"], "best_accuracy", &results);
+        assert_eq!(acc["M = 4"], vec![(0.1, 90.0)]);
+    }
 }

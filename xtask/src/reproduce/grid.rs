@@ -28,6 +28,23 @@ pub struct Grid {
     pub orderings: Vec<Ordering>,
     #[serde(default)]
     pub figures: Vec<Figure>,
+    #[serde(default)]
+    pub sweeps: Vec<Sweep>,
+}
+
+/// A figure of one row across settings: `metrics` against the setting coordinate `x`, one
+/// line per value of the coordinate `series`, one panel per dataset and metric.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sweep {
+    pub file: String,
+    pub title: String,
+    /// The row plotted.
+    pub run: String,
+    pub x: String,
+    pub series: String,
+    /// `time_to_target` and/or `best_accuracy`.
+    pub metrics: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -48,6 +65,9 @@ pub struct Setting {
     pub id: String,
     #[serde(default)]
     pub set: Table,
+    /// Named numbers locating the setting on the axes of sweep figures (`beta`, `M`).
+    #[serde(default)]
+    pub coords: BTreeMap<String, f64>,
 }
 
 impl Setting {
@@ -55,7 +75,7 @@ impl Setting {
     pub fn alpha(alpha: f64) -> Setting {
         let mut set = Table::new();
         set.insert("partition.alpha".into(), Value::Float(alpha));
-        Setting { id: format!("a{alpha}"), set }
+        Setting { id: format!("a{alpha}"), set, coords: BTreeMap::from([("alpha".to_string(), alpha)]) }
     }
 }
 
@@ -78,7 +98,7 @@ impl SettingRef {
 
 impl DatasetEntry {
     /// Every setting of the dataset: its α shorthands, then its named settings.
-    fn all_settings(&self) -> Vec<Setting> {
+    pub fn all_settings(&self) -> Vec<Setting> {
         self.alphas.iter().map(|&a| Setting::alpha(a)).chain(self.settings.iter().cloned()).collect()
     }
 }

@@ -189,7 +189,8 @@ fn write_report(
     }
     let checks = report::evaluate_checks(grid, results);
     let orderings = report::evaluate_orderings(grid, results);
-    let figures = figures::write_figures(&grid.figures, results, dir)?;
+    let mut figures = figures::write_figures(&grid.figures, results, dir)?;
+    figures.extend(figures::write_sweeps(grid, results, dir)?);
 
     let mut summary = format!("# {} — scale `{}`\n\n`{command}`\n\n", grid.title, o.scale);
     if !results.missing.is_empty() {
