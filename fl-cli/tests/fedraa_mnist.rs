@@ -2,8 +2,11 @@
 //! 40 merges): it learns, every fragment gets a fair share of the updates, no client falls outside
 //! the delay bound, and every client's time is accounted for.
 
+mod common;
+
 use std::path::Path;
-use std::process::Command;
+
+use common::run_experiment;
 
 #[test]
 fn fed_raa_learns_mnist_with_balanced_fragments() {
@@ -12,17 +15,8 @@ fn fed_raa_learns_mnist_with_balanced_fragments() {
     let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("../experiments/fedraa/base/mnist.toml");
     let text = std::fs::read_to_string(base).unwrap() + "\n[scheduler]\naggregations = 40\n";
     let tmp = tempfile::tempdir().unwrap();
-    let file = tmp.path().join("fedraa.toml");
-    std::fs::write(&file, text).unwrap();
-    let out = tmp.path().join("run");
-    let o = Command::new(env!("CARGO_BIN_EXE_fl"))
-        .args(["run", file.to_str().unwrap(), "--quiet", "--workers", "2", "--device", "cpu", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let summary: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let summary = run_experiment(&text, "fedraa", &fl_build::data_dir(), tmp.path());
+    let out = tmp.path().join("fedraa");
     assert_eq!(summary["aggregations"], 40);
     let best = summary["best_accuracy"].as_f64().unwrap();
     assert!(best >= 0.85, "best accuracy {best}");

@@ -6,9 +6,8 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 
-use common::{write_agnews, write_cifar10};
+use common::{run_experiment, write_agnews, write_cifar10};
 
 fn run(dataset: &str, method: &str, data_dir: &Path, out: &Path) -> serde_json::Value {
     let base = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../experiments/kdd23/base/{dataset}.toml"));
@@ -17,17 +16,7 @@ fn run(dataset: &str, method: &str, data_dir: &Path, out: &Path) -> serde_json::
         .replace("method = \"ra-fed\"", &format!("method = \"{method}\""))
         .replace("rounds = 300", "rounds = 2")
         .replace("[trainer]\n", "[trainer]\nepochs = 1\n");
-    let file = out.join(format!("{dataset}-{method}.toml"));
-    std::fs::write(&file, text).unwrap();
-    let dir = out.join(format!("{dataset}-{method}"));
-    let o = Command::new(env!("CARGO_BIN_EXE_fl"))
-        .args(["run", file.to_str().unwrap(), "--quiet", "--workers", "2", "--device", "cpu", "--out"])
-        .arg(&dir)
-        .env("FL_DATA_DIR", data_dir)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{dataset}/{method}: {}", String::from_utf8_lossy(&o.stderr));
-    serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap()
+    run_experiment(&text, &format!("{dataset}-{method}"), data_dir, out)
 }
 
 #[test]

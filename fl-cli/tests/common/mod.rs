@@ -4,6 +4,23 @@
 #![allow(dead_code)] // Each test crate uses some of the writers.
 
 use std::path::Path;
+use std::process::Command;
+
+/// Runs the experiment `text` as `<out>/<name>.toml` on CPU with the data in `data_dir`, into
+/// `<out>/<name>`, and returns its summary.
+pub fn run_experiment(text: &str, name: &str, data_dir: &Path, out: &Path) -> serde_json::Value {
+    let file = out.join(format!("{name}.toml"));
+    std::fs::write(&file, text).unwrap();
+    let dir = out.join(name);
+    let o = Command::new(env!("CARGO_BIN_EXE_fl"))
+        .args(["run", file.to_str().unwrap(), "--quiet", "--workers", "2", "--device", "cpu", "--out"])
+        .arg(&dir)
+        .env("FL_DATA_DIR", data_dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{name}: {}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap()
+}
 
 /// Writes CIFAR-10's binary files into `dir`: `n` training records over 5 batches and `n / 5`
 /// test records; the label is the record index mod 10 and the pixels encode the label.
