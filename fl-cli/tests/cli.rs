@@ -37,7 +37,7 @@ fn mnist_present() {
 }
 
 #[test]
-fn list_shows_every_baseline_component() {
+fn list_shows_the_components_of_every_plugin() {
     let o = fl(&["list"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let text = String::from_utf8_lossy(&o.stdout);
@@ -69,6 +69,24 @@ fn list_shows_every_baseline_component() {
         "iid",
         "dirichlet",
         "shards",
+        // KDD'23
+        "ra-fed",
+        "ram-fed",
+        "oap",
+        "splitfl",
+        "ist",
+        "prunefl",
+        "region-partition",
+        "top-magnitude",
+        "fasttext",
+        "agnews",
+        // Fed-RAA
+        "fed-raa",
+        "fed-raa-random",
+        "mp-raa",
+        "fed-raa-sync",
+        "neuron-fragments",
+        "async-fragments",
     ] {
         assert!(text.lines().any(|l| l.split_whitespace().next() == Some(name)), "`fl list` lacks `{name}`:\n{text}");
     }
