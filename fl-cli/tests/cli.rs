@@ -46,6 +46,7 @@ fn list_shows_the_components_of_every_plugin() {
         "fedprox",
         "fedasync",
         "fedbuff",
+        "splitfed",
         "sync-rounds",
         "async",
         "weighted-mean",

@@ -1,6 +1,6 @@
 //! The Fed-RAA base experiments of CIFAR-10 and CIFAR-100 (`experiments/fedraa/base/`) run end
-//! to end with Fed-RAA, its synchronous ablation and FedAvg, on small files written in the
-//! official formats (MNIST's base runs in the smoke reproduction).
+//! to end with Fed-RAA, its synchronous ablation, FedAvg and SplitFed, on small files written in
+//! the official formats (MNIST's base runs in the smoke reproduction).
 
 mod common;
 
@@ -23,13 +23,13 @@ fn run(dataset: &str, method: &str, data_dir: &Path, out: &Path) -> serde_json::
 }
 
 #[test]
-fn cifar_base_experiments_run_with_fed_raa_and_fedavg() {
+fn cifar_base_experiments_run_with_fed_raa_fedavg_and_splitfed() {
     let data = tempfile::tempdir().unwrap();
     write_cifar10(&data.path().join("cifar10"), 500);
     write_cifar100(&data.path().join("cifar100"), 500);
     let out = tempfile::tempdir().unwrap();
     for dataset in ["cifar10", "cifar100"] {
-        for method in ["fed-raa", "fed-raa-sync", "fedavg"] {
+        for method in ["fed-raa", "fed-raa-sync", "fedavg", "splitfed"] {
             let summary = run(dataset, method, data.path(), out.path());
             assert_eq!(summary["aggregations"].as_u64(), Some(2), "{dataset}/{method}");
             let loss = summary["final_loss"].as_f64();

@@ -19,6 +19,7 @@ pub mod profile;
 pub mod registry;
 pub mod rng;
 pub mod scheduler;
+pub mod split;
 pub mod staleness;
 pub mod structure;
 #[doc(hidden)]

@@ -9,9 +9,8 @@ use crate::structure::Structure;
 
 pub struct MaskCtx<'a> {
     pub client: usize,
-    /// Clients in the federation.
-    pub num_clients: usize,
-    pub profile: &'a DeviceProfile,
+    /// Every client's device, in id order (resource-aware policies compare them).
+    pub profiles: &'a [DeviceProfile],
     /// Global model version the job starts from.
     pub version: u64,
     /// The alternative the scheduler chose, below [`MaskPolicy::choices`] (Fed-RAA's
@@ -21,6 +20,18 @@ pub struct MaskCtx<'a> {
     pub global: &'a ParamSet,
     /// The mask policy's own stream.
     pub rng: &'a mut Rng,
+}
+
+impl MaskCtx<'_> {
+    /// Clients in the federation.
+    pub fn num_clients(&self) -> usize {
+        self.profiles.len()
+    }
+
+    /// The device of the client the mask is for.
+    pub fn profile(&self) -> &DeviceProfile {
+        &self.profiles[self.client]
+    }
 }
 
 pub trait MaskPolicy: Send {

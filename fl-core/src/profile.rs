@@ -1,7 +1,8 @@
 //! Device profiles and the cost model: how long a client job takes in virtual time.
 //!
 //! A job's duration is download(bytes of the sub-model) + local compute (training FLOPs /
-//! throughput) + upload(bytes of the update). Training FLOPs are 3x the forward FLOPs (forward,
+//! throughput) + upload(bytes of the update). Under split learning the compute phase also
+//! waits for the server's part and for the activations and gradients relayed across the cut. Training FLOPs are 3x the forward FLOPs (forward,
 //! backward to activations, backward to weights) per sample and epoch. Profiles are drawn once
 //! per client from declared distributions.
 
@@ -25,11 +26,16 @@ pub struct DeviceProfile {
 }
 
 /// The size and work of one job, as the cost model sees it.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct JobCost {
     pub down_bytes: f64,
     pub train_flops: f64,
     pub up_bytes: f64,
+    /// Split learning: bytes relayed each way during training (activations up, gradients down).
+    pub relay_bytes: f64,
+    /// Split learning: seconds the client waits on the server (its part of the training and
+    /// the per-batch round trips).
+    pub server_s: f64,
 }
 
 /// A job's virtual duration, phase by phase (seconds).
@@ -56,7 +62,10 @@ impl DeviceProfile {
     pub fn phases(&self, cost: &JobCost) -> Phases {
         Phases {
             down_s: cost.down_bytes / self.down_bytes_per_s,
-            compute_s: cost.train_flops / self.flops_per_s,
+            compute_s: cost.train_flops / self.flops_per_s
+                + cost.server_s
+                + cost.relay_bytes / self.up_bytes_per_s
+                + cost.relay_bytes / self.down_bytes_per_s,
             up_s: cost.up_bytes / self.up_bytes_per_s,
         }
     }
@@ -229,8 +238,17 @@ mod tests {
     #[test]
     fn duration_adds_transfer_and_compute() {
         let p = DeviceProfile { flops_per_s: 1e9, up_bytes_per_s: 1e6, down_bytes_per_s: 2e6 };
-        let c = JobCost { down_bytes: 4e6, train_flops: 3e9, up_bytes: 1e6 };
+        let c = JobCost { down_bytes: 4e6, train_flops: 3e9, up_bytes: 1e6, ..Default::default() };
         assert_eq!(p.duration_s(&c), 2.0 + 3.0 + 1.0);
+    }
+
+    #[test]
+    fn a_split_job_waits_for_the_server_and_the_relay() {
+        let p = DeviceProfile { flops_per_s: 1e9, up_bytes_per_s: 1e6, down_bytes_per_s: 2e6 };
+        let c = JobCost { down_bytes: 4e6, train_flops: 3e9, up_bytes: 1e6, relay_bytes: 2e6, server_s: 0.5 };
+        let phases = p.phases(&c);
+        assert_eq!(phases.compute_s, 3.0 + 0.5 + 2.0 + 1.0);
+        assert_eq!(phases.total_s(), 2.0 + 6.5 + 1.0);
     }
 
     #[test]

@@ -17,6 +17,7 @@ use crate::error::Result;
 use crate::model::Model;
 use crate::params::ParamSet;
 use crate::rng::{Rng, TensorNoise};
+use crate::split::SplitConfig;
 
 pub struct TrainJob {
     pub model: Arc<dyn Model>,
@@ -67,6 +68,16 @@ pub trait LocalTrainer: Send + Sync {
     /// Sample passes (forward + backward of one sample) a job makes over `samples` samples;
     /// the cost model turns this into FLOPs and virtual seconds.
     fn sample_passes(&self, samples: usize) -> f64;
+
+    /// Optimisation steps (mini-batches) of a job over `samples` samples.
+    fn steps(&self, samples: usize) -> f64 {
+        self.sample_passes(samples)
+    }
+
+    /// The client/server split its jobs train under (split learning), if any.
+    fn split(&self) -> Option<&SplitConfig> {
+        None
+    }
 
     /// The whole job in one segment.
     fn train(&self, job: TrainJob) -> Result<TrainOutcome> {

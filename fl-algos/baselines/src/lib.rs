@@ -12,7 +12,8 @@
 //!
 //! Deliberate deviations: FedAsync's client prox term ρ is the `sgd` trainer's `prox_mu`
 //! (off by default, as in most reproductions); under a partial mask, FedAsync mixes only the
-//! trained elements; staleness is measured in global model versions.
+//! trained elements; staleness is measured in global model versions (`inverse-time` uses virtual
+//! seconds).
 
 mod aggregators;
 mod methods;
@@ -25,4 +26,4 @@ pub use aggregators::mixing::{AsyncMix, AsyncMixConfig, Combine, MixTarget};
 pub use aggregators::weighted_mean::{WeightedMean, WeightedMeanConfig, Weighting};
 pub use schedulers::async_updates::{AsyncConfig, AsyncUpdates};
 pub use schedulers::sync_rounds::{SyncRounds, SyncRoundsConfig};
-pub use staleness::{Exponential, Hinge, InverseSqrt, Polynomial};
+pub use staleness::{Exponential, Hinge, InverseSqrt, InverseTime, Polynomial};

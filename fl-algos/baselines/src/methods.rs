@@ -35,6 +35,26 @@ inventory::submit! {
     }
 }
 
+// Assumed, as the SplitFed paper fixes neither: a 100 GFLOP/s server, a 50 ms round trip per
+// mini-batch, and the cut after the first layer (fc1 on the client), which suits the MLPs.
+inventory::submit! {
+    Method {
+        name: "splitfed",
+        summary: "SplitFed (V1): FedAvg whose clients train up to the cut and relay activations to the server each batch",
+        paper: "Thapa et al., AAAI 2022",
+        preset: r#"
+            [scheduler]
+            name = "sync-rounds"
+            [aggregator]
+            name = "weighted-mean"
+            [trainer]
+            name = "sgd"
+            split = { cut = "fc1.bias", server_flops_per_s = 1e11, round_trip_s = 0.05 }
+        "#,
+        origin: module_path!(),
+    }
+}
+
 inventory::submit! {
     Method {
         name: "fedasync",

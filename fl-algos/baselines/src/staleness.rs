@@ -1,6 +1,7 @@
 //! The basic staleness weights of asynchronous FL, as functions of the staleness `s` in
 //! global model versions: polynomial `(1+s)^−a` and hinge (FedAsync), exponential `e^{−a s}`,
-//! and `1/√(1+s)` (FedBuff).
+//! and `1/√(1+s)` (FedBuff); and one of the staleness in virtual seconds, `1/(Δt/scale + 1)`
+//! (the Fed-RAA reference code's damping).
 
 use fl_core::registry::{Builder, Component, defaults_of};
 use fl_core::{StalenessCtx, StalenessFn};
@@ -73,6 +74,25 @@ impl StalenessFn for InverseSqrt {
     }
 }
 
+/// `1 / (Δt / scale + 1)`, Δt the virtual seconds between dispatch and arrival.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct InverseTime {
+    pub scale: f64,
+}
+
+impl Default for InverseTime {
+    fn default() -> Self {
+        InverseTime { scale: 100.0 }
+    }
+}
+
+impl StalenessFn for InverseTime {
+    fn weight(&mut self, ctx: &StalenessCtx) -> f64 {
+        1.0 / (ctx.seconds / self.scale + 1.0)
+    }
+}
+
 fn non_negative(name: &str, v: f64) -> std::result::Result<(), String> {
     if v >= 0.0 { Ok(()) } else { Err(format!("{name}: expected a non-negative number, got {v}")) }
 }
@@ -119,6 +139,21 @@ inventory::submit! {
         paper: "Nguyen et al., AISTATS 2022",
         defaults: defaults_of::<InverseSqrt>,
         build: Builder::Staleness(|p| Ok(Box::new(p.parse::<InverseSqrt>()?))),
+        origin: module_path!(),
+    }
+}
+
+inventory::submit! {
+    Component {
+        name: "inverse-time",
+        summary: "1 / (Δt / scale + 1) on the virtual seconds since dispatch",
+        paper: "Fed-RAA reference code (spec fedraa.md §12)",
+        defaults: defaults_of::<InverseTime>,
+        build: Builder::Staleness(|p| {
+            Ok(Box::new(p.parse_valid(|c: &InverseTime| {
+                if c.scale > 0.0 { Ok(()) } else { Err(format!("scale: expected a positive number of seconds, got {}", c.scale)) }
+            })?))
+        }),
         origin: module_path!(),
     }
 }

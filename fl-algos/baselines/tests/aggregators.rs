@@ -2,8 +2,8 @@
 //! suite every registered aggregator must pass.
 
 use fl_algo_baselines::{
-    AsyncMix, AsyncMixConfig, BufferedMean, BufferedMeanConfig, Combine, CoverageMean, CoverageMeanConfig, MixTarget,
-    Polynomial, WeightedMean, WeightedMeanConfig, Weighting,
+    AsyncMix, AsyncMixConfig, BufferedMean, BufferedMeanConfig, Combine, CoverageMean, CoverageMeanConfig, InverseTime,
+    MixTarget, Polynomial, WeightedMean, WeightedMeanConfig, Weighting,
 };
 use fl_core::registry::{Builder, Kind, Params, Registry};
 use fl_core::tch::Tensor;
@@ -207,4 +207,15 @@ fn every_registered_aggregator_conforms() {
     for expected in MEAN_LIKE.iter().chain(&["async-mix"]) {
         assert!(names.contains(expected), "aggregator `{expected}` is not registered (have {names:?})");
     }
+}
+
+#[test]
+fn inverse_time_damps_by_the_virtual_seconds_since_dispatch() {
+    // scale 100: 50 s late → 1/1.5, 300 s late → 1/4, on time → 1.
+    let x = set(&[&[1.0]]);
+    let u = update(&x, set(&[&[0.0]]), Mask::Full, 1, 0);
+    let mut f = InverseTime::default();
+    let w =
+        |f: &mut InverseTime, seconds: f64| f.weight(&StalenessCtx { versions: 7, seconds, update: &u, global: &x });
+    assert_eq!([w(&mut f, 0.0), w(&mut f, 50.0), w(&mut f, 300.0)], [1.0, 1.0 / 1.5, 0.25]);
 }

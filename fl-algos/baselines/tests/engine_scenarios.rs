@@ -12,11 +12,12 @@ use fl_algo_baselines::{
 use fl_core::engine::{EvalConfig, EvalRecord, RunLimits, Setup};
 use fl_core::mask_policy::FullModel;
 use fl_core::profile::{DevicesConfig, Quantity};
+use fl_core::split::SplitConfig;
 use fl_core::staleness::Constant;
 use fl_core::tch::Device;
 use fl_core::testing::{TinyLinear, tiny_dataset};
 use fl_core::trainer::sgd::{Sgd, SgdConfig};
-use fl_core::{AggregateCtx, Aggregator, ClientUpdate, ParamSet, Result, SchedCtx, Scheduler, Simulation};
+use fl_core::{AggregateCtx, Aggregator, ClientUpdate, ParamSet, Result, SchedCtx, Scheduler, Simulation, Summary};
 
 fn setup(
     scheduler: Box<dyn Scheduler>,
@@ -278,4 +279,50 @@ fn a_run_ends_when_only_evaluations_remain() {
     assert_eq!(summary.virtual_time_s, 3.0);
     // 0 (start), 0.5 … 3.0 by cadence; the last arrival is at 3.0 and the 3.0 evaluation follows it.
     assert_eq!(records.len(), 7);
+}
+
+/// Clients of 3 and 1 samples at 8 B/s download: the runs of `split_cost_*`.
+fn split_run(split: Option<SplitConfig>) -> (Vec<(usize, u64)>, Summary, ParamSet) {
+    let arrivals = Arc::new(Mutex::new(Vec::new()));
+    let scheduler = Box::new(Recorder { arrivals: Arc::clone(&arrivals) });
+    let aggregator = Box::new(WeightedMean::new(WeightedMeanConfig::default()));
+    let mut s = with_clients(scheduler, aggregator, Box::new(Constant), vec![vec![0, 1, 2], vec![3]], 8.0);
+    s.trainer = Arc::new(Sgd::new(SgdConfig { batch_size: 8, split, ..Default::default() }));
+    let mut sim = Simulation::new(s).unwrap();
+    let summary = sim.run(&mut ()).unwrap();
+    let arrivals = arrivals.lock().unwrap().clone();
+    (arrivals, summary, sim.global().deep_clone())
+}
+
+#[test]
+fn split_cost_downloads_the_client_part_and_relays_the_cut_every_sample() {
+    // Whole model: 6 parameters = 24 bytes, 3 s to download; client 0 computes 3 s: 6 s.
+    let (whole, whole_summary, whole_model) = split_run(None);
+    assert_eq!(whole, vec![(1, 4_000_000), (0, 6_000_000)]);
+    assert_eq!(whole_summary.virtual_time_s, 6.0);
+    // Cut after `w`: the client downloads w alone (16 bytes, 2 s), computes as before and,
+    // per sample, uploads 2 activations and downloads 2 gradients (8 bytes each way, 1 s down):
+    // client 0 takes 2 + 3 + 3 = 8 s, client 1 2 + 1 + 1 = 4 s; `b` costs the server nothing.
+    let split = SplitConfig { cut: "w".into(), server_flops_per_s: 1.0, activation_floats: None, round_trip_s: 0.0 };
+    let (split_arrivals, split_summary, split_model) = split_run(Some(split.clone()));
+    assert_eq!(split_arrivals, vec![(1, 4_000_000), (0, 8_000_000)]);
+    assert_eq!(split_summary.virtual_time_s, 8.0);
+    // One batch of 8 per job: a 0.5 s round trip adds 0.5 s to each.
+    let (slow, _, _) = split_run(Some(SplitConfig { round_trip_s: 0.5, ..split }));
+    assert_eq!(slow, vec![(1, 4_500_000), (0, 8_500_000)]);
+    // SplitFed V1 trains the whole model as FedAvg does.
+    for (a, b) in whole_model.tensors().iter().zip(split_model.tensors()) {
+        assert!(a.equal(b));
+    }
+}
+
+#[test]
+fn a_split_at_an_unknown_tensor_lists_the_model_tensors() {
+    let mut s =
+        setup(Box::new(NeverStops), Box::new(WeightedMean::new(WeightedMeanConfig::default())), Box::new(Constant));
+    let split =
+        SplitConfig { cut: "fc1.bias".into(), server_flops_per_s: 1.0, activation_floats: None, round_trip_s: 0.0 };
+    s.trainer = Arc::new(Sgd::new(SgdConfig { split: Some(split), ..Default::default() }));
+    let err = Simulation::new(s).err().expect("an unknown cut is an error").to_string();
+    assert!(err.contains("trainer.split.cut") && err.contains("w, b"), "{err}");
 }

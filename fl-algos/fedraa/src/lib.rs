@@ -11,7 +11,8 @@
 //! offline optimum K* (`[scheduler] k`); q(j) counts completed updates (`count_inflight`);
 //! fragments are neurons of the hidden layer (`[mask] mode = "repo-elementwise"` gives the
 //! code's element split of the output layer); model mixing (`[aggregator] target = "delta"`
-//! gives the code's step); no proximal term and no staleness damping.
+//! gives the code's step); no proximal term and no staleness damping (`[staleness] name =
+//! "inverse-time"` gives the code's 1/(Δt/100 + 1) on virtual seconds).
 
 mod assignment;
 mod fragment_policy;

@@ -1,6 +1,7 @@
 //! Mask levels (spec §4.3, §5.4): how much of the maskable tensors a client trains in a round,
-//! and the per-round draw of which clients are at L under MIX. Shared by the region policy
-//! (RA-Fed, RAM-Fed, OAP) and the top-magnitude policy (PruneFL).
+//! and which clients are at L under MIX (a per-round draw) or by capability (their device
+//! against the fastest). Shared by the region policy (RA-Fed, RAM-Fed, OAP) and the top-magnitude policy
+//! (PruneFL).
 
 use std::collections::BTreeSet;
 
@@ -21,6 +22,10 @@ pub enum Level {
     S,
     /// A random `mix_l_share` of the clients at L each round, the rest at S (MIX-Arb.).
     Mix,
+    /// Clients with at least `l_min_of_fastest` × the fastest client's throughput at L, the
+    /// others at S: sub-models "assigned according to local computing resources", as Fed-RAA
+    /// describes RAM-Fed.
+    ByCapability,
 }
 
 /// What round 0 trains.
@@ -34,19 +39,32 @@ pub enum FirstRound {
     Masked,
 }
 
-/// The clients at L in the current round under MIX: an exact `round(N · share)`-subset, drawn
-/// at the round's first request.
+/// Which clients are at L in the current round. Under MIX an exact `round(N · share)`-subset,
+/// drawn at the round's first request.
 #[derive(Debug, Default)]
-pub struct MixDraw {
+pub struct LevelDraw {
     drawn: Option<(u64, BTreeSet<usize>)>,
 }
 
-impl MixDraw {
-    /// Whether `ctx.client` is at L in round `ctx.version`.
-    pub fn at_l(&mut self, ctx: &mut MaskCtx, share: f64) -> bool {
+impl LevelDraw {
+    /// Whether `ctx.client` is at L (rather than S) in round `ctx.version`; `level` is not Full.
+    pub fn at_l(&mut self, ctx: &mut MaskCtx, level: Level, mix_l_share: f64, l_min_of_fastest: f64) -> bool {
+        match level {
+            Level::L => true,
+            Level::S => false,
+            Level::Mix => self.mix_at_l(ctx, mix_l_share),
+            Level::ByCapability => {
+                let fastest = ctx.profiles.iter().map(|p| p.flops_per_s).fold(0.0, f64::max);
+                ctx.profile().flops_per_s >= l_min_of_fastest * fastest
+            }
+            Level::Full => unreachable!("a full level trains everything"),
+        }
+    }
+
+    fn mix_at_l(&mut self, ctx: &mut MaskCtx, share: f64) -> bool {
         let round = ctx.version;
         if self.drawn.as_ref().is_none_or(|(r, _)| *r != round) {
-            let n = ctx.num_clients;
+            let n = ctx.num_clients();
             let l = ((n as f64) * share).round() as usize;
             self.drawn = Some((round, index::sample(ctx.rng, n, l).into_iter().collect()));
         }
@@ -54,10 +72,12 @@ impl MixDraw {
     }
 }
 
-/// `mix_l_share` must be a share.
-pub fn validate_share(mix_l_share: f64) -> Result<(), String> {
-    if !(0.0..=1.0).contains(&mix_l_share) {
-        return Err(format!("mix_l_share: expected a value in [0, 1], got {mix_l_share}"));
+/// `mix_l_share` and `l_min_of_fastest` must be shares.
+pub fn validate_level(mix_l_share: f64, l_min_of_fastest: f64) -> Result<(), String> {
+    for (key, share) in [("mix_l_share", mix_l_share), ("l_min_of_fastest", l_min_of_fastest)] {
+        if !(0.0..=1.0).contains(&share) {
+            return Err(format!("{key}: expected a value in [0, 1], got {share}"));
+        }
     }
     Ok(())
 }

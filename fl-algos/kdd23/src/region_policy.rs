@@ -1,6 +1,7 @@
 //! `region-partition`: the KDD'23 mask policy (spec §4). Each maskable tensor is split into K
 //! regions; every round each client trains some regions: L = 2 of 4 (50%), S = 1 of 4 (25%),
-//! MIX = a random half of the clients at L and the rest at S. Round 0 trains the full model,
+//! MIX = a random half of the clients at L and the rest at S (or, `by-capability`, the clients
+//! with at least `l_min_of_fastest` of the fastest one's throughput at L). Round 0 trains the full model,
 //! and every 10th round forces a non-full cover (L: regions {3,4}, S: {4}). Fixed tables of
 //! per-client assignments (the paper's Figs. 3–4, code `typep` ids) can replace the draws.
 //!
@@ -14,7 +15,7 @@ use fl_core::{Mask, MaskCtx, MaskPolicy, Result};
 use rand::seq::index;
 use serde::{Deserialize, Serialize};
 
-use crate::levels::{FirstRound, Level, MixDraw, validate_share};
+use crate::levels::{FirstRound, Level, LevelDraw, validate_level};
 use crate::maskable::tensor_indices;
 use crate::regions::{Granularity, PartitionKind, argsort_regions, random_regions, region_mask};
 
@@ -45,6 +46,9 @@ pub struct RegionPolicyConfig {
     pub l_regions: i64,
     pub s_regions: i64,
     pub mix_l_share: f64,
+    /// Level `by-capability`: clients with at least this share of the fastest client's
+    /// throughput train at L.
+    pub l_min_of_fastest: f64,
     pub first_round: FirstRound,
     /// Every this many rounds (round > 0), L clients train the last `l_regions` regions and S
     /// clients the last `s_regions`, so some regions go uncovered. 0: never.
@@ -66,6 +70,7 @@ impl Default for RegionPolicyConfig {
             l_regions: 2,
             s_regions: 1,
             mix_l_share: 0.5,
+            l_min_of_fastest: 0.5,
             first_round: FirstRound::Full,
             non_cover_every: 10,
             assignments: Vec::new(),
@@ -83,8 +88,8 @@ impl RegionPolicyConfig {
                 return Err(format!("{key}: expected 1..={}, got {n}", self.regions));
             }
         }
-        validate_share(self.mix_l_share)?;
-        if self.choice == Choice::Shared && self.level == Level::Mix {
+        validate_level(self.mix_l_share, self.l_min_of_fastest)?;
+        if self.choice == Choice::Shared && matches!(self.level, Level::Mix | Level::ByCapability) {
             return Err("choice: \"shared\" gives every client the same regions; use level \"l\" or \"s\"".into());
         }
         if self.tensors.is_empty() {
@@ -121,7 +126,7 @@ pub struct RegionPolicy {
     cfg: RegionPolicyConfig,
     /// Region ids per maskable tensor (structure index, ids) and the round they were drawn for.
     partition: Option<(u64, Vec<(usize, Tensor)>)>,
-    mix: MixDraw,
+    levels: LevelDraw,
     /// The regions of the round under `Choice::Shared`.
     shared: Option<(u64, Vec<i64>)>,
     diagnostics: Coverage,
@@ -129,7 +134,13 @@ pub struct RegionPolicy {
 
 impl RegionPolicy {
     pub fn new(cfg: RegionPolicyConfig) -> Self {
-        RegionPolicy { cfg, partition: None, mix: MixDraw::default(), shared: None, diagnostics: Coverage::default() }
+        RegionPolicy {
+            cfg,
+            partition: None,
+            levels: LevelDraw::default(),
+            shared: None,
+            diagnostics: Coverage::default(),
+        }
     }
 
     /// The regions `ctx.client` trains in round `ctx.version`.
@@ -147,13 +158,9 @@ impl RegionPolicy {
         if self.cfg.choice == Choice::Own {
             return vec![ctx.client as i64 % k];
         }
-        let size = match self.cfg.level {
-            Level::L => self.cfg.l_regions,
-            Level::S => self.cfg.s_regions,
-            Level::Mix if self.mix.at_l(ctx, self.cfg.mix_l_share) => self.cfg.l_regions,
-            Level::Mix => self.cfg.s_regions,
-            Level::Full => unreachable!("handled above"),
-        };
+        let cfg = &self.cfg;
+        let at_l = self.levels.at_l(ctx, cfg.level, cfg.mix_l_share, cfg.l_min_of_fastest);
+        let size = if at_l { cfg.l_regions } else { cfg.s_regions };
         if self.cfg.non_cover_every > 0 && round > 0 && round.is_multiple_of(self.cfg.non_cover_every) {
             return (k - size..k).collect();
         }
@@ -199,7 +206,7 @@ impl RegionPolicy {
 impl MaskPolicy for RegionPolicy {
     fn mask(&mut self, ctx: &mut MaskCtx) -> Result<Mask> {
         let chosen = self.choose(ctx);
-        self.diagnostics.record(ctx.version, ctx.client, &chosen, self.cfg.regions, ctx.num_clients);
+        self.diagnostics.record(ctx.version, ctx.client, &chosen, self.cfg.regions, ctx.num_clients());
         if chosen.len() as i64 == self.cfg.regions {
             return Ok(Mask::Full);
         }

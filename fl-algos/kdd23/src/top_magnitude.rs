@@ -1,6 +1,7 @@
 //! `top-magnitude`: PruneFL as the KDD'23 paper runs it (spec §7 item 4, A-18). Each round a
 //! client trains the most important ρ of every maskable tensor, ρ = `l_fraction` at L and
-//! `s_fraction` at S (MIX: a random `mix_l_share` of the clients at L). Importance is |θ_q|
+//! `s_fraction` at S (MIX: a random `mix_l_share` of the clients at L; by capability: the
+//! clients with at least `l_min_of_fastest` of the fastest one's throughput). Importance is |θ_q|
 //! ("high-weight parameter selection"), or with `importance = "grad-sq"` the square of the
 //! last aggregated update θ_q − θ_{q−1}, the server-side stand-in for PruneFL's squared
 //! aggregated gradient (magnitude until a first update exists). Every client at a level gets
@@ -12,7 +13,7 @@ use fl_core::tch::{Kind, Tensor};
 use fl_core::{Mask, MaskCtx, MaskPolicy, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::levels::{FirstRound, Level, MixDraw, validate_share};
+use crate::levels::{FirstRound, Level, LevelDraw, validate_level};
 use crate::maskable::tensor_indices;
 
 /// What ranks the parameters.
@@ -35,6 +36,9 @@ pub struct TopMagnitudeConfig {
     pub l_fraction: f64,
     pub s_fraction: f64,
     pub mix_l_share: f64,
+    /// Level `by-capability`: clients with at least this share of the fastest client's
+    /// throughput train at L.
+    pub l_min_of_fastest: f64,
     pub first_round: FirstRound,
     pub importance: Importance,
 }
@@ -47,6 +51,7 @@ impl Default for TopMagnitudeConfig {
             l_fraction: 0.5,
             s_fraction: 0.25,
             mix_l_share: 0.5,
+            l_min_of_fastest: 0.5,
             first_round: FirstRound::Full,
             importance: Importance::Magnitude,
         }
@@ -60,7 +65,7 @@ impl TopMagnitudeConfig {
                 return Err(format!("{key}: expected a fraction in (0, 1], got {f}"));
             }
         }
-        validate_share(self.mix_l_share)?;
+        validate_level(self.mix_l_share, self.l_min_of_fastest)?;
         if self.tensors.is_empty() {
             return Err("tensors: name at least one maskable tensor".into());
         }
@@ -78,14 +83,14 @@ struct RoundMasks {
 pub struct TopMagnitude {
     cfg: TopMagnitudeConfig,
     masks: Option<RoundMasks>,
-    mix: MixDraw,
+    levels: LevelDraw,
     /// The global model the last masks were computed from (for `grad-sq`).
     previous: Option<(u64, Vec<Tensor>)>,
 }
 
 impl TopMagnitude {
     pub fn new(cfg: TopMagnitudeConfig) -> Self {
-        TopMagnitude { cfg, masks: None, mix: MixDraw::default(), previous: None }
+        TopMagnitude { cfg, masks: None, levels: LevelDraw::default(), previous: None }
     }
 
     fn compute(&mut self, ctx: &MaskCtx) -> Result<RoundMasks> {
@@ -123,13 +128,11 @@ fn top_fraction(score: &Tensor, fraction: f64) -> Tensor {
 
 impl MaskPolicy for TopMagnitude {
     fn mask(&mut self, ctx: &mut MaskCtx) -> Result<Mask> {
-        let at_l = match self.cfg.level {
-            Level::Full => return Ok(Mask::Full),
-            _ if ctx.version == 0 && self.cfg.first_round == FirstRound::Full => return Ok(Mask::Full),
-            Level::L => true,
-            Level::S => false,
-            Level::Mix => self.mix.at_l(ctx, self.cfg.mix_l_share),
-        };
+        let cfg = &self.cfg;
+        if cfg.level == Level::Full || (ctx.version == 0 && cfg.first_round == FirstRound::Full) {
+            return Ok(Mask::Full);
+        }
+        let at_l = self.levels.at_l(ctx, cfg.level, cfg.mix_l_share, cfg.l_min_of_fastest);
         if self.masks.as_ref().is_none_or(|m| m.round != ctx.version) {
             self.masks = Some(self.compute(ctx)?);
         }

@@ -1,10 +1,11 @@
 //! The masks of the paper's baselines (spec §7): SplitFL trains one shared region pair, IST
 //! gives each client its own disjoint tenth, PruneFL trains the largest weights (nested masks,
-//! identical within a level) or the largest last updates.
+//! identical within a level) or the largest last updates; `by-capability` levels follow the
+//! clients' devices.
 
 mod common;
 
-use common::{fc1_share, global, round_masks, structure};
+use common::{fc1_share, global, round_masks, round_masks_on, structure};
 use fl_algo_kdd23::{
     Choice, Importance, Level, PartitionKind, RegionPolicy, RegionPolicyConfig, TopMagnitude, TopMagnitudeConfig,
 };
@@ -132,4 +133,34 @@ fn prunefl_grad_sq_ranks_by_the_last_update() {
     let g1 = ParamSet::new(s.names(), tensors).unwrap();
     let second = fc1(&round_masks(&mut p, &s, &g1, 2, 2, &mut rng)[0]);
     assert!(second.equal(&bump), "the 20 entries that moved");
+}
+
+#[test]
+fn by_capability_puts_the_strong_clients_at_l_in_every_round() {
+    let s = structure();
+    let g = ramp();
+    let flops = [1e9, 3e9, 1e9, 3e9, 3e9, 1e9];
+    // At least half the fastest (3e9): the 3e9 clients at L (half of fc1), the others at S.
+    let expected = [0.25, 0.5, 0.25, 0.5, 0.5, 0.25];
+    let region = RegionPolicyConfig { level: Level::ByCapability, ..Default::default() };
+    region.validate().unwrap();
+    let prune = TopMagnitudeConfig { level: Level::ByCapability, ..Default::default() };
+    prune.validate().unwrap();
+    let mut policies: Vec<Box<dyn fl_core::MaskPolicy>> =
+        vec![Box::new(RegionPolicy::new(region)), Box::new(TopMagnitude::new(prune))];
+    let mut rng = rng::stream(11, &[0]);
+    for p in &mut policies {
+        assert!(round_masks_on(p.as_mut(), &s, &g, 0, &flops, &mut rng).iter().all(|m| matches!(m, Mask::Full)));
+        for round in 1..4 {
+            let shares: Vec<f64> =
+                round_masks_on(p.as_mut(), &s, &g, round, &flops, &mut rng).iter().map(fc1_share).collect();
+            assert_eq!(shares, expected, "round {round}");
+        }
+    }
+}
+
+#[test]
+fn by_capability_needs_a_share_of_the_fastest() {
+    let cfg = TopMagnitudeConfig { level: Level::ByCapability, l_min_of_fastest: 1.5, ..Default::default() };
+    assert!(cfg.validate().unwrap_err().contains("l_min_of_fastest"));
 }

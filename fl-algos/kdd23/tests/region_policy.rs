@@ -121,8 +121,7 @@ fn an_unknown_tensor_is_an_error_listing_the_model_tensors() {
     let err = p
         .mask(&mut MaskCtx {
             client: 0,
-            num_clients: 2,
-            profile: &profile,
+            profiles: &[profile.clone(), profile],
             version: 1,
             choice: None,
             structure: &s,

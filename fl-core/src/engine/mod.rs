@@ -31,6 +31,7 @@ use crate::params::ParamSet;
 use crate::profile::{DeviceProfile, DevicesConfig, JobCost, Phases, train_flops};
 use crate::rng::{self, Rng, TensorNoise, tag};
 use crate::scheduler::Scheduler;
+use crate::split::SplitPoint;
 use crate::staleness::{StalenessCtx, StalenessFn};
 use crate::trainer::{LocalTrainer, PullInfo, TrainJob, TrainSession};
 use crate::update::ClientUpdate;
@@ -83,11 +84,12 @@ struct InFlight {
     pull_share: Option<f64>,
     pulled_version: Option<u64>,
     transfer_bytes: f64,
+    /// Bytes relayed each way across a split during training.
+    relay_bytes: f64,
     handle: SessionHandle,
 }
 
 struct Client {
-    profile: DeviceProfile,
     indices: Tensor,
     samples: usize,
     busy: bool,
@@ -114,7 +116,11 @@ pub(crate) struct World {
     train: Dataset,
     test: Dataset,
     clients: Vec<Client>,
+    /// Each client's device, in id order.
+    profiles: Vec<DeviceProfile>,
     devices: DevicesConfig,
+    /// The trainer's client/server cut, resolved against the model.
+    split: Option<SplitPoint>,
     eval: EvalConfig,
     limits: RunLimits,
     seed: u64,
@@ -188,7 +194,7 @@ impl SchedCtx<'_> {
     }
 
     pub fn profile(&self, client: usize) -> &DeviceProfile {
-        &self.world.clients[client].profile
+        &self.world.profiles[client]
     }
 
     pub fn samples(&self, client: usize) -> usize {
@@ -226,7 +232,7 @@ impl SchedCtx<'_> {
         // Pricing must not advance the policy's stream: it draws from a copy.
         let mut rng = w.mask_rng.clone();
         let mask = w.mask_for(client, choice, &mut rng)?;
-        Ok(w.clients[client].profile.duration_s(&w.job_cost(client, &mask)))
+        Ok(w.profiles[client].duration_s(&w.job_cost(client, &mask)))
     }
 
     /// Sets a scalar diagnostic that every later evaluation logs (per-fragment counts).
@@ -294,9 +300,7 @@ impl Simulation {
         let profiles = devices.draw(partition.len(), &mut rng::stream(seed, &[tag::PROFILES]))?;
         let clients = partition
             .iter()
-            .zip(profiles)
-            .map(|(idx, profile)| Client {
-                profile,
+            .map(|idx| Client {
                 indices: Tensor::from_slice(idx).to_device(device),
                 samples: idx.len(),
                 busy: false,
@@ -308,6 +312,11 @@ impl Simulation {
         if global.shapes() != shapes {
             return Err(Error::invalid("model init: parameter shapes differ from the model's structure"));
         }
+        let split = trainer
+            .split()
+            .map(|s| s.resolve(model.structure()))
+            .transpose()
+            .map_err(|e| Error::invalid(format!("trainer.{e}")))?;
         let world = World {
             model,
             trainer,
@@ -317,7 +326,9 @@ impl Simulation {
             train,
             test,
             clients,
+            profiles,
             devices,
+            split,
             eval,
             limits,
             seed,
@@ -410,9 +421,9 @@ impl Simulation {
 impl World {
     /// The mask policy's mask for a job of `client` (with the scheduler's `choice`, if any).
     fn mask_for(&mut self, client: usize, choice: Option<usize>, rng: &mut Rng) -> Result<Mask> {
-        let Some(c) = self.clients.get(client) else {
+        if client >= self.clients.len() {
             return Err(Error::invalid(format!("dispatch: no client {client} (have {})", self.clients.len())));
-        };
+        }
         let choices = self.mask_policy.choices();
         if let Some(j) = choice.filter(|&j| j >= choices) {
             return Err(Error::invalid(format!(
@@ -421,8 +432,7 @@ impl World {
         }
         let mask = self.mask_policy.mask(&mut MaskCtx {
             client,
-            num_clients: self.clients.len(),
-            profile: &c.profile,
+            profiles: &self.profiles,
             version: self.version,
             choice,
             structure: self.model.structure(),
@@ -435,16 +445,27 @@ impl World {
         Ok(mask)
     }
 
-    /// Bytes each way and training FLOPs of a job of `client` under `mask`.
+    /// Bytes each way and training FLOPs of a job of `client` under `mask`; under a split,
+    /// the client's part of them, the relay across the cut and the server's seconds.
     fn job_cost(&self, client: usize, mask: &Mask) -> JobCost {
         let kept = mask.kept_per_tensor(&self.shapes);
-        let bytes = kept.iter().sum::<i64>() as f64 * BYTES_PER_PARAM;
-        let passes = self.trainer.sample_passes(self.clients[client].samples);
-        JobCost {
+        let flops = self.forward_flops_per_tensor(mask, &kept);
+        let samples = self.clients[client].samples;
+        let passes = self.trainer.sample_passes(samples);
+        let client_tensors = self.split.map_or(kept.len(), |s| s.client_tensors);
+        let bytes = kept[..client_tensors].iter().sum::<i64>() as f64 * BYTES_PER_PARAM;
+        let mut cost = JobCost {
             down_bytes: bytes,
-            train_flops: train_flops(self.forward_flops(mask, &kept), passes),
+            train_flops: train_flops(flops[..client_tensors].iter().sum(), passes),
             up_bytes: bytes,
+            ..JobCost::default()
+        };
+        if let Some(split) = self.split {
+            cost.relay_bytes = passes * split.activation_floats * BYTES_PER_PARAM;
+            cost.server_s = train_flops(flops[client_tensors..].iter().sum(), passes) / split.server_flops_per_s
+                + self.trainer.steps(samples) * split.round_trip_s;
         }
+        cost
     }
 
     fn dispatch(&mut self, client: usize, pull_share: Option<f64>, choice: Option<usize>) -> Result<()> {
@@ -460,7 +481,7 @@ impl World {
         let mut job_rng = rng::stream(self.seed, &[tag::JOB, client as u64, job]);
         let cost = self.job_cost(client, &mask);
         let bytes = cost.up_bytes;
-        let phases = c.profile.phases(&cost).scaled(self.devices.jitter_factor(&mut job_rng));
+        let phases = self.profiles[client].phases(&cost).scaled(self.devices.jitter_factor(&mut job_rng));
         let noise = TensorNoise::new(rng::derive_seed(self.seed, &[tag::JOB, client as u64, job, 1]));
         let start = mask.extract(&self.global);
         let grad_mask = match &mask {
@@ -501,10 +522,11 @@ impl World {
                 pull_share,
                 pulled_version: None,
                 transfer_bytes: bytes,
+                relay_bytes: cost.relay_bytes,
                 handle,
             },
         );
-        self.bytes_down += bytes;
+        self.bytes_down += bytes + cost.relay_bytes;
         let c = &mut self.clients[client];
         c.busy = true;
         c.stats.jobs += 1;
@@ -545,7 +567,7 @@ impl World {
 
     /// Forward FLOPs per sample under `mask`: the sub-model's for structured masks, each
     /// tensor's share scaled by its kept density for elementwise masks.
-    fn forward_flops(&self, mask: &Mask, kept: &[i64]) -> f64 {
+    fn forward_flops_per_tensor(&self, mask: &Mask, kept: &[i64]) -> Vec<f64> {
         match mask {
             Mask::Elementwise(_) => self
                 .model
@@ -553,8 +575,8 @@ impl World {
                 .iter()
                 .zip(kept.iter().zip(&self.shapes))
                 .map(|(f, (k, s))| f * *k as f64 / s.iter().product::<i64>() as f64)
-                .sum(),
-            _ => self.model.forward_flops(&mask.sub_shapes(&self.shapes)),
+                .collect(),
+            _ => self.model.flops_per_tensor(&mask.sub_shapes(&self.shapes)),
         }
     }
 
@@ -566,7 +588,7 @@ impl World {
         let out = session.finish()?;
         let delta = f.mask.scatter(&out.params.sub(&f.start), &self.shapes);
         self.clients[f.client].busy = false;
-        self.bytes_up += f.transfer_bytes;
+        self.bytes_up += f.transfer_bytes + f.relay_bytes;
         self.pending.push(ClientUpdate {
             client: f.client,
             job,

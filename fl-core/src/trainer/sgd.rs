@@ -14,6 +14,7 @@ use tch::{Kind, Tensor};
 use crate::error::{Error, Result};
 use crate::model::Mode;
 use crate::params::ParamSet;
+use crate::split::SplitConfig;
 use crate::trainer::{LocalTrainer, PullInfo, TrainJob, TrainOutcome, TrainSession};
 
 /// How an elementwise mask acts during local training.
@@ -45,6 +46,9 @@ pub struct SgdConfig {
     /// Weight β of a model pulled mid-training: w ← (1 − β) w + β w_pulled.
     pub pull_weight: f64,
     pub masking: Masking,
+    /// Split learning (SplitFed): the client trains up to `split.cut` and the server the rest.
+    /// The updates are those of the whole model; only the job's cost changes.
+    pub split: Option<SplitConfig>,
 }
 
 impl Default for SgdConfig {
@@ -59,6 +63,7 @@ impl Default for SgdConfig {
             prox_mu: 0.0,
             pull_weight: 0.5,
             masking: Masking::Gradient,
+            split: None,
         }
     }
 }
@@ -89,7 +94,7 @@ impl SgdConfig {
         if !(0.0..=1.0).contains(&self.pull_weight) {
             return Err(format!("pull_weight: expected a value in [0, 1], got {}", self.pull_weight));
         }
-        Ok(())
+        self.split.as_ref().map_or(Ok(()), SplitConfig::validate)
     }
 }
 
@@ -102,6 +107,10 @@ impl Sgd {
     pub fn new(cfg: SgdConfig) -> Self {
         Sgd { cfg }
     }
+
+    fn total_steps(&self, samples: usize) -> usize {
+        self.cfg.steps.unwrap_or_else(|| self.cfg.epochs * samples.div_ceil(self.cfg.batch_size))
+    }
 }
 
 impl LocalTrainer for Sgd {
@@ -112,6 +121,14 @@ impl LocalTrainer for Sgd {
         }
     }
 
+    fn steps(&self, samples: usize) -> f64 {
+        self.total_steps(samples) as f64
+    }
+
+    fn split(&self) -> Option<&SplitConfig> {
+        self.cfg.split.as_ref()
+    }
+
     fn start(&self, job: TrainJob) -> Result<Box<dyn TrainSession>> {
         let n = job.indices.size()[0] as usize;
         if n == 0 {
@@ -120,7 +137,7 @@ impl LocalTrainer for Sgd {
         let device = job.indices.device();
         let start = job.params.deep_clone();
         let params = start.tensors().iter().map(|t| t.detach().copy().set_requires_grad(true)).collect();
-        let total_steps = self.cfg.steps.unwrap_or_else(|| self.cfg.epochs * n.div_ceil(self.cfg.batch_size));
+        let total_steps = self.total_steps(n);
         Ok(Box::new(SgdSession {
             cfg: self.cfg.clone(),
             velocity: job.params.tensors().iter().map(|_| None).collect(),

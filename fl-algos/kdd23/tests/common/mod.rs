@@ -19,7 +19,7 @@ pub fn global(s: &Structure) -> ParamSet {
     ParamSet::new(s.names(), tensors).unwrap()
 }
 
-/// Masks of every client in `round`, in client order.
+/// Masks of every client in `round`, in client order, all on the same device.
 pub fn round_masks(
     policy: &mut dyn MaskPolicy,
     s: &Structure,
@@ -28,14 +28,28 @@ pub fn round_masks(
     clients: usize,
     rng: &mut rng::Rng,
 ) -> Vec<Mask> {
-    let profile = DeviceProfile { flops_per_s: 1.0, up_bytes_per_s: 1.0, down_bytes_per_s: 1.0 };
-    (0..clients)
+    round_masks_on(policy, s, g, round, &vec![1.0; clients], rng)
+}
+
+/// Masks of every client in `round`; client n's device has throughput `flops_per_s[n]`.
+pub fn round_masks_on(
+    policy: &mut dyn MaskPolicy,
+    s: &Structure,
+    g: &ParamSet,
+    round: u64,
+    flops_per_s: &[f64],
+    rng: &mut rng::Rng,
+) -> Vec<Mask> {
+    let profiles: Vec<DeviceProfile> = flops_per_s
+        .iter()
+        .map(|&flops_per_s| DeviceProfile { flops_per_s, up_bytes_per_s: 1.0, down_bytes_per_s: 1.0 })
+        .collect();
+    (0..profiles.len())
         .map(|client| {
             policy
                 .mask(&mut MaskCtx {
                     client,
-                    num_clients: clients,
-                    profile: &profile,
+                    profiles: &profiles,
                     version: round,
                     choice: None,
                     structure: s,
