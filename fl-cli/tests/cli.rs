@@ -58,6 +58,7 @@ fn list_shows_the_components_of_every_plugin() {
         "hinge",
         "exponential",
         "inv-sqrt",
+        "inverse-time",
         "full",
         "sgd",
         "mlp",
@@ -88,6 +89,7 @@ fn list_shows_the_components_of_every_plugin() {
         "fed-raa-sync",
         "neuron-fragments",
         "async-fragments",
+        "fragment-polynomial",
     ] {
         assert!(text.lines().any(|l| l.split_whitespace().next() == Some(name)), "`fl list` lacks `{name}`:\n{text}");
     }

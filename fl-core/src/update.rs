@@ -14,6 +14,8 @@ pub struct ClientUpdate {
     /// That version's parameters (shared storage, never mutated).
     pub base: ParamSet,
     pub mask: Mask,
+    /// The mask policy's alternative the scheduler chose for the job (Fed-RAA's fragment).
+    pub choice: Option<usize>,
     /// New minus starting parameters, full-shaped; exactly zero outside the mask.
     pub delta: ParamSet,
     /// The newer version merged in mid-training, if the job pulled one.

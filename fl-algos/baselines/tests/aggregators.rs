@@ -27,6 +27,7 @@ fn update(base: &ParamSet, delta: ParamSet, mask: Mask, samples: usize, base_ver
         base_version,
         base: base.shallow_clone(),
         mask,
+        choice: None,
         delta,
         pulled_version: None,
         samples,

@@ -12,15 +12,18 @@
 //! fragments are neurons of the hidden layer (`[mask] mode = "repo-elementwise"` gives the
 //! code's element split of the output layer); model mixing (`[aggregator] target = "delta"`
 //! gives the code's step); no proximal term and no staleness damping (`[staleness] name =
-//! "inverse-time"` gives the code's 1/(Δt/100 + 1) on virtual seconds).
+//! "inverse-time"` gives the code's 1/(Δt/100 + 1) on virtual seconds, `"fragment-polynomial"`
+//! damps by the merges of the arrival's own fragment).
 
 mod assignment;
 mod fragment_policy;
+mod fragment_staleness;
 mod fragments;
 mod methods;
 mod scheduler;
 
 pub use assignment::{Policy, gre_raa, min_priority, offline_k, random};
 pub use fragment_policy::{FragmentMode, NeuronFragments, NeuronFragmentsConfig};
+pub use fragment_staleness::{FragmentPolynomial, FragmentPolynomialConfig};
 pub use fragments::{resolve_ratios, split, table4_ratios};
 pub use scheduler::{AsyncFragments, AsyncFragmentsConfig};

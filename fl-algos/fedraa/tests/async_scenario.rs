@@ -35,6 +35,7 @@ impl Aggregator for Recording {
     fn aggregate(&mut self, global: &ParamSet, updates: &[ClientUpdate], ctx: &AggregateCtx) -> Result<ParamSet> {
         let after = self.inner.aggregate(global, updates, ctx)?;
         let u = &updates[0];
+        assert!(u.choice.is_some(), "an arrival carries the fragment it was dispatched with");
         self.merges.lock().unwrap().push(Merge {
             client: u.client,
             versions: ctx.staleness[0].versions,

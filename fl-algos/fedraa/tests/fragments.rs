@@ -94,6 +94,7 @@ fn merging_a_trained_fragment_leaves_every_other_parameter_bit_identical() {
         base_version: 0,
         base: global.shallow_clone(),
         mask,
+        choice: None,
         delta,
         pulled_version: None,
         samples: 6000,

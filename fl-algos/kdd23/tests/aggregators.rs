@@ -29,6 +29,7 @@ fn updates() -> Vec<ClientUpdate> {
             base_version: 0,
             base: theta.shallow_clone(),
             mask: Mask::Elementwise(vec![Some(Tensor::from_slice(&masks[n]))]),
+            choice: None,
             delta: set(&deltas[n]),
             pulled_version: None,
             samples: 100 * (n + 1),

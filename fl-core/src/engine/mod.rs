@@ -75,6 +75,7 @@ struct InFlight {
     base_version: u64,
     base: ParamSet,
     mask: Mask,
+    choice: Option<usize>,
     /// The (sub-)model the job started from, to compute its delta.
     start: ParamSet,
     dispatched_at: Tick,
@@ -516,6 +517,7 @@ impl World {
                 base_version: self.version,
                 base: self.global.shallow_clone(),
                 mask,
+                choice,
                 start,
                 dispatched_at: self.now,
                 phases,
@@ -595,6 +597,7 @@ impl World {
             base_version: f.base_version,
             base: f.base,
             mask: f.mask,
+            choice: f.choice,
             delta,
             pulled_version: f.pulled_version,
             samples: self.clients[f.client].samples,

@@ -1,0 +1,76 @@
+//! `fragment-polynomial`: staleness counted per fragment (spec §13.1: "per-fragment version
+//! lag"). An arrival's staleness is the number of merges *of its own fragment* since its
+//! dispatch, not of the whole model, and it is weighted (1 + s)^−a. A fragment nobody else
+//! touched meanwhile is fresh however many other fragments moved.
+
+use fl_core::registry::{Builder, Component, defaults_of};
+use fl_core::{StalenessCtx, StalenessFn};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FragmentPolynomialConfig {
+    pub a: f64,
+}
+
+impl Default for FragmentPolynomialConfig {
+    fn default() -> Self {
+        FragmentPolynomialConfig { a: 0.5 }
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct FragmentPolynomial {
+    cfg: FragmentPolynomialConfig,
+    /// Per fragment, the global versions it was merged into, in increasing order.
+    merged_at: Vec<Vec<u64>>,
+}
+
+impl FragmentPolynomial {
+    pub fn new(cfg: FragmentPolynomialConfig) -> Self {
+        FragmentPolynomial { cfg, merged_at: Vec::new() }
+    }
+}
+
+impl StalenessFn for FragmentPolynomial {
+    /// Called once per merged update. An update without a fragment (a scheduler that chose
+    /// none) counts the merges of the whole model.
+    fn weight(&mut self, ctx: &StalenessCtx) -> f64 {
+        let u = ctx.update;
+        let lag = match u.choice {
+            None => ctx.versions,
+            Some(j) => {
+                if self.merged_at.len() <= j {
+                    self.merged_at.resize_with(j + 1, Vec::new);
+                }
+                let merges = &mut self.merged_at[j];
+                let now = u.base_version + ctx.versions;
+                // Merges into versions base..now, not the one now under way (updates of the
+                // same fragment in one aggregation are equally fresh).
+                let since_dispatch =
+                    merges.partition_point(|&v| v < now) - merges.partition_point(|&v| v < u.base_version);
+                if merges.last() != Some(&now) {
+                    merges.push(now);
+                }
+                since_dispatch as u64
+            }
+        };
+        (1.0 + lag as f64).powf(-self.cfg.a)
+    }
+}
+
+inventory::submit! {
+    Component {
+        name: "fragment-polynomial",
+        summary: "(1 + s)^−a, s the merges of the arrival's own fragment since its dispatch",
+        paper: "Zhang et al., Fed-RAA (spec §13.1)",
+        defaults: defaults_of::<FragmentPolynomialConfig>,
+        build: Builder::Staleness(|p| {
+            let cfg: FragmentPolynomialConfig = p.parse_valid(|c: &FragmentPolynomialConfig| {
+                if c.a >= 0.0 { Ok(()) } else { Err(format!("a: expected a non-negative number, got {}", c.a)) }
+            })?;
+            Ok(Box::new(FragmentPolynomial::new(cfg)))
+        }),
+        origin: module_path!(),
+    }
+}
