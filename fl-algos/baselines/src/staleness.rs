@@ -19,6 +19,12 @@ impl Default for Polynomial {
     }
 }
 
+impl Polynomial {
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        non_negative("a", self.a)
+    }
+}
+
 impl StalenessFn for Polynomial {
     fn weight(&mut self, ctx: &StalenessCtx) -> f64 {
         (1.0 + ctx.versions as f64).powf(-self.a)
@@ -103,7 +109,7 @@ inventory::submit! {
         summary: "(1 + s)^−a",
         paper: "Xie et al., arXiv:1903.03934",
         defaults: defaults_of::<Polynomial>,
-        build: Builder::Staleness(|p| Ok(Box::new(p.parse_valid(|c: &Polynomial| non_negative("a", c.a))?))),
+        build: Builder::Staleness(|p| Ok(Box::new(p.parse_valid(Polynomial::validate)?))),
         origin: module_path!(),
     }
 }

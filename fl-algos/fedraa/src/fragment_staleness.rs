@@ -1,34 +1,22 @@
 //! `fragment-polynomial`: staleness counted per fragment (spec §13.1: "per-fragment version
 //! lag"). An arrival's staleness is the number of merges *of its own fragment* since its
-//! dispatch, not of the whole model, and it is weighted (1 + s)^−a. A fragment nobody else
-//! touched meanwhile is fresh however many other fragments moved.
+//! dispatch, not of the whole model, weighted by the baselines' polynomial (1 + s)^−a. A
+//! fragment nobody else touched meanwhile is fresh however many other fragments moved.
 
+use fl_algo_baselines::Polynomial;
 use fl_core::registry::{Builder, Component, defaults_of};
 use fl_core::{StalenessCtx, StalenessFn};
-use serde::{Deserialize, Serialize};
-
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct FragmentPolynomialConfig {
-    pub a: f64,
-}
-
-impl Default for FragmentPolynomialConfig {
-    fn default() -> Self {
-        FragmentPolynomialConfig { a: 0.5 }
-    }
-}
 
 #[derive(Debug, Default)]
 pub struct FragmentPolynomial {
-    cfg: FragmentPolynomialConfig,
+    polynomial: Polynomial,
     /// Per fragment, the global versions it was merged into, in increasing order.
     merged_at: Vec<Vec<u64>>,
 }
 
 impl FragmentPolynomial {
-    pub fn new(cfg: FragmentPolynomialConfig) -> Self {
-        FragmentPolynomial { cfg, merged_at: Vec::new() }
+    pub fn new(polynomial: Polynomial) -> Self {
+        FragmentPolynomial { polynomial, merged_at: Vec::new() }
     }
 }
 
@@ -37,7 +25,7 @@ impl StalenessFn for FragmentPolynomial {
     /// none) counts the merges of the whole model.
     fn weight(&mut self, ctx: &StalenessCtx) -> f64 {
         let u = ctx.update;
-        let lag = match u.choice {
+        let versions = match u.choice {
             None => ctx.versions,
             Some(j) => {
                 if self.merged_at.len() <= j {
@@ -55,7 +43,7 @@ impl StalenessFn for FragmentPolynomial {
                 since_dispatch as u64
             }
         };
-        (1.0 + lag as f64).powf(-self.cfg.a)
+        self.polynomial.weight(&StalenessCtx { versions, ..*ctx })
     }
 }
 
@@ -64,13 +52,8 @@ inventory::submit! {
         name: "fragment-polynomial",
         summary: "(1 + s)^−a, s the merges of the arrival's own fragment since its dispatch",
         paper: "Zhang et al., Fed-RAA (spec §13.1)",
-        defaults: defaults_of::<FragmentPolynomialConfig>,
-        build: Builder::Staleness(|p| {
-            let cfg: FragmentPolynomialConfig = p.parse_valid(|c: &FragmentPolynomialConfig| {
-                if c.a >= 0.0 { Ok(()) } else { Err(format!("a: expected a non-negative number, got {}", c.a)) }
-            })?;
-            Ok(Box::new(FragmentPolynomial::new(cfg)))
-        }),
+        defaults: defaults_of::<Polynomial>,
+        build: Builder::Staleness(|p| Ok(Box::new(FragmentPolynomial::new(p.parse_valid(Polynomial::validate)?)))),
         origin: module_path!(),
     }
 }

@@ -24,6 +24,6 @@ mod scheduler;
 
 pub use assignment::{Policy, gre_raa, min_priority, offline_k, random};
 pub use fragment_policy::{FragmentMode, NeuronFragments, NeuronFragmentsConfig};
-pub use fragment_staleness::{FragmentPolynomial, FragmentPolynomialConfig};
+pub use fragment_staleness::FragmentPolynomial;
 pub use fragments::{resolve_ratios, split, table4_ratios};
 pub use scheduler::{AsyncFragments, AsyncFragmentsConfig};

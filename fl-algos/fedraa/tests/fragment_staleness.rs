@@ -1,6 +1,7 @@
 //! `fragment-polynomial` counts the merges of an arrival's own fragment since its dispatch.
 
-use fl_algo_fedraa::{FragmentPolynomial, FragmentPolynomialConfig};
+use fl_algo_baselines::Polynomial;
+use fl_algo_fedraa::FragmentPolynomial;
 use fl_core::tch::Tensor;
 use fl_core::{ClientUpdate, Mask, ParamSet, StalenessCtx, StalenessFn};
 
@@ -24,7 +25,7 @@ fn update(choice: Option<usize>, base_version: u64) -> ClientUpdate {
 
 #[test]
 fn staleness_counts_only_the_merges_of_the_same_fragment() {
-    let mut f = FragmentPolynomial::new(FragmentPolynomialConfig { a: 1.0 });
+    let mut f = FragmentPolynomial::new(Polynomial { a: 1.0 });
     let global = update(None, 0).base;
     // (fragment, dispatched at version, merged into version) → merges of that fragment since
     // dispatch, worked by hand; weight 1/(1 + s) with a = 1.
@@ -46,7 +47,7 @@ fn staleness_counts_only_the_merges_of_the_same_fragment() {
 
 #[test]
 fn updates_of_one_fragment_in_the_same_aggregation_are_equally_fresh() {
-    let mut f = FragmentPolynomial::new(FragmentPolynomialConfig { a: 1.0 });
+    let mut f = FragmentPolynomial::new(Polynomial { a: 1.0 });
     let global = update(None, 0).base;
     for _ in 0..3 {
         let u = update(Some(2), 0);
