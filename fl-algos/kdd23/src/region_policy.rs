@@ -1,9 +1,10 @@
 //! `region-partition`: the KDD'23 mask policy (spec §4). Each maskable tensor is split into K
 //! regions; every round each client trains some regions: L = 2 of 4 (50%), S = 1 of 4 (25%),
 //! MIX = a random half of the clients at L and the rest at S (or, `by-capability`, the clients
-//! with at least `l_min_of_fastest` of the fastest one's throughput at L). Round 0 trains the full model,
-//! and every 10th round forces a non-full cover (L: regions {3,4}, S: {4}). Fixed tables of
-//! per-client assignments (the paper's Figs. 3–4, code `typep` ids) can replace the draws.
+//! with at least `l_min_of_fastest` of the fastest one's throughput at L). Round 0 trains the
+//! full model, and every 10th round forces a non-full cover (L: regions {3,4}, S: {4}). Fixed
+//! tables of per-client assignments (the paper's Figs. 3–4, code `typep` ids) can replace the
+//! draws.
 //!
 //! Two baselines are the same policy with another `choice`: SplitFL draws one pair per round
 //! for every client (`shared`), IST splits into K = N regions and gives client n region n
