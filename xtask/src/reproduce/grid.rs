@@ -184,6 +184,28 @@ pub struct Ordering {
     pub tolerance: f64,
     #[serde(default = "one")]
     pub factor: f64,
+    /// In how many of the (chain, setting) cells the ordering must hold to pass.
+    #[serde(default)]
+    pub holds_in: Quorum,
+}
+
+/// How many cells an ordering must hold in: `every` one, or `most` (more than half), for a
+/// paper whose claim is a tendency with exceptions of its own.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Quorum {
+    #[default]
+    Every,
+    Most,
+}
+
+impl Quorum {
+    pub fn met(self, holds: usize, total: usize) -> bool {
+        match self {
+            Quorum::Every => holds == total,
+            Quorum::Most => 2 * holds > total,
+        }
+    }
 }
 
 fn one() -> f64 {

@@ -6,11 +6,13 @@
 //! A dataset that is not present is reported with the command that fetches it; its cells read
 //! "no data". The command fails if a run fails or a check of the grid does not hold.
 //! `--report-only` writes the report from the runs finished so far and runs nothing; `--runs`
-//! runs a slice of the grid.
+//! runs a slice of the grid. Finished runs are also kept as records in the report's `runs/`
+//! (see `records`), from which a later reproduction, on any machine, resumes.
 
 mod figures;
 mod grid;
 mod outcome;
+mod records;
 mod report;
 mod runner;
 
@@ -25,6 +27,7 @@ use serde_json::json;
 use crate::util::{cargo, run as run_cmd, workspace_root};
 use grid::{Grid, PlannedRun};
 use outcome::Outcome;
+use records::Records;
 use report::{Expected, Results};
 use runner::Runner;
 
@@ -124,18 +127,29 @@ pub fn run(args: &[String]) -> Result<()> {
             bail!("--runs: `{bad}` is not a run of this grid at scale {}; it has: {}", o.scale, known.join(", "));
         }
     }
+    let report_dir = root.join("reports").join(&o.paper).join(&o.scale);
+    let records = Records { root: report_dir.join("runs") };
+    let mut restored = 0;
+    for r in &runs {
+        restored += usize::from(records.restore(r)?);
+    }
+    if restored > 0 {
+        println!("{restored} finished run(s) restored from {}", records.root.display());
+    }
     let selected = |r: &PlannedRun| o.runs.as_ref().is_none_or(|keys| keys.contains(&r.key));
     let runnable: Vec<_> = runs.iter().filter(|r| !missing.contains_key(&r.dataset) && selected(r)).cloned().collect();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let runner = Runner { fl, device: o.device.clone(), jobs: o.jobs, workers: (cores / o.jobs).max(1) };
+    let runner = Runner { fl, device: o.device.clone(), jobs: o.jobs, workers: (cores / o.jobs).max(1), records };
     let failed = if o.report_only { Vec::new() } else { runner.run_all(&runnable) };
+    for r in &runs {
+        runner.records.save(r)?;
+    }
 
     let mut outcomes: BTreeMap<String, Vec<Outcome>> = BTreeMap::new();
     for r in runs.iter().filter(|r| runner::is_done(r)) {
         outcomes.entry(r.key.clone()).or_default().push(Outcome::read(&r.dir)?);
     }
     let results = Results { scale: &o.scale, runs: &runs, outcomes, missing };
-    let report_dir = root.join("reports").join(&o.paper).join(&o.scale);
     let checks_failed = write_report(&grid, &expected, &results, &o, &report_dir)?;
     println!("report: {}", report_dir.display());
     if !failed.is_empty() {

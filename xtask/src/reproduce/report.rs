@@ -16,7 +16,7 @@ use anyhow::{Context, Result};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::grid::{Grid, OrderMetric, PlannedRun, SettingRef, group};
+use super::grid::{Grid, OrderMetric, PlannedRun, Quorum, SettingRef, group};
 use super::outcome::Outcome;
 
 /// `experiments/<paper>/expected.toml`.
@@ -478,10 +478,17 @@ pub fn evaluate_orderings(grid: &Grid, results: &Results) -> Vec<Verdict> {
                 }
             }
             let mut detail = format!("holds in {holds} of {total}");
+            if ordering.holds_in == Quorum::Most {
+                detail.push_str(" (passes in more than half)");
+            }
             if !broken.is_empty() {
                 let _ = write!(detail, "; not in: {}", broken.join("; "));
             }
-            Verdict { what: ordering.what.clone(), passed: (total > 0).then_some(holds == total), detail }
+            Verdict {
+                what: ordering.what.clone(),
+                passed: (total > 0).then_some(ordering.holds_in.met(holds, total)),
+                detail,
+            }
         })
         .collect()
 }
@@ -644,5 +651,41 @@ mod tests {
         let v = evaluate_orderings(&grid, &results);
         assert_eq!(v[0].passed, Some(false));
         assert!(v[0].detail.starts_with("holds in 1 of 2; not in: m-a0.5 (a 80.0, b 90.0)"), "{}", v[0].detail);
+    }
+
+    #[test]
+    fn an_ordering_that_needs_most_cells_passes_in_more_than_half_of_them() {
+        let grid: Grid = toml::from_str(
+            r#"
+            paper = "p"
+            title = "t"
+            rows = []
+            scales = {}
+            datasets = {}
+            [[orderings]]
+            what = "a ≥ b, mostly"
+            chains = [["a", "b"]]
+            holds_in = "most"
+            "#,
+        )
+        .unwrap();
+        let verdict = |cells: &[(f64, f64, f64)]| {
+            let mut runs = Vec::new();
+            let mut outcomes = BTreeMap::new();
+            for &(alpha, a, b) in cells {
+                for (id, v) in [("a", a), ("b", b)] {
+                    let r = run("m", alpha, id);
+                    outcomes.insert(r.key.clone(), vec![outcome(v, v)]);
+                    runs.push(r);
+                }
+            }
+            let results = Results { scale: "s", runs: &runs, outcomes, missing: BTreeMap::new() };
+            evaluate_orderings(&grid, &results).remove(0)
+        };
+        let two_of_three = verdict(&[(0.1, 0.9, 0.8), (0.2, 0.9, 0.8), (0.3, 0.7, 0.8)]);
+        assert_eq!(two_of_three.passed, Some(true), "{}", two_of_three.detail);
+        assert!(two_of_three.detail.starts_with("holds in 2 of 3 (passes in more than half)"));
+        let one_of_two = verdict(&[(0.1, 0.9, 0.8), (0.2, 0.7, 0.8)]);
+        assert_eq!(one_of_two.passed, Some(false), "half is not most: {}", one_of_two.detail);
     }
 }

@@ -11,6 +11,7 @@ use std::sync::Mutex;
 use anyhow::{Context, Result};
 
 use super::grid::PlannedRun;
+use super::records::Records;
 
 pub struct Runner {
     pub fl: PathBuf,
@@ -18,6 +19,8 @@ pub struct Runner {
     pub jobs: usize,
     /// Client jobs trained concurrently inside each run.
     pub workers: usize,
+    /// Where a run that finishes is recorded at once.
+    pub records: Records,
 }
 
 /// Whether `run` finished earlier with the same experiment.
@@ -86,6 +89,7 @@ impl Runner {
             anyhow::bail!("{status}; log {}:\n{tail}", log_path.display());
         }
         let outcome = super::outcome::Outcome::read(&run.dir)?;
+        self.records.save(run)?;
         Ok(format!(
             "best {:.4}, final {:.4}, {:.0} s",
             outcome.best_accuracy, outcome.final_accuracy, outcome.wall_time_s
