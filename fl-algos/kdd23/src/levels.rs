@@ -1,11 +1,12 @@
 //! Mask levels (spec §4.3, §5.4): how much of the maskable tensors a client trains in a round,
-//! and which clients are at L under MIX (a per-round draw) or by capability (their device
-//! against the fastest). Shared by the region policy (RA-Fed, RAM-Fed, OAP) and the
+//! and which clients are at L under MIX (a per-round draw: a uniform subset, or the code's coin
+//! flips) or by capability (their device against the fastest). Shared by the region policy (RA-Fed, RAM-Fed, OAP) and the
 //! top-magnitude policy (PruneFL).
 
 use std::collections::BTreeSet;
 
 use fl_core::MaskCtx;
+use rand::Rng;
 use rand::seq::index;
 use serde::{Deserialize, Serialize};
 
@@ -39,6 +40,40 @@ pub enum FirstRound {
     Masked,
 }
 
+/// How MIX picks its `round(N · mix_l_share)` clients at L each round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MixDraw {
+    /// A uniformly random subset (spec §4.3 [R]).
+    #[default]
+    Subset,
+    /// The code's procedure: clients in order flip a fair coin for L or S until one level's
+    /// count is full, then the rest take the other level. Early clients' levels are
+    /// independent, so runs of equal levels are likelier than under `subset`.
+    CodeCoinflip,
+}
+
+/// The level keys a mask policy's config shares with the others.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LevelRule {
+    pub level: Level,
+    pub mix_l_share: f64,
+    pub mix_draw: MixDraw,
+    pub l_min_of_fastest: f64,
+}
+
+impl LevelRule {
+    /// `mix_l_share` and `l_min_of_fastest` must be shares.
+    pub fn validate(&self) -> Result<(), String> {
+        for (key, share) in [("mix_l_share", self.mix_l_share), ("l_min_of_fastest", self.l_min_of_fastest)] {
+            if !(0.0..=1.0).contains(&share) {
+                return Err(format!("{key}: expected a value in [0, 1], got {share}"));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Which clients are at L in the current round. Under MIX an exact `round(N · share)`-subset,
 /// drawn at the round's first request.
 #[derive(Debug, Default)]
@@ -47,37 +82,46 @@ pub struct LevelDraw {
 }
 
 impl LevelDraw {
-    /// Whether `ctx.client` is at L (rather than S) in round `ctx.version`; `level` is not Full.
-    pub fn at_l(&mut self, ctx: &mut MaskCtx, level: Level, mix_l_share: f64, l_min_of_fastest: f64) -> bool {
-        match level {
+    /// Whether `ctx.client` is at L (rather than S) in round `ctx.version`; the level is not Full.
+    pub fn at_l(&mut self, ctx: &mut MaskCtx, rule: &LevelRule) -> bool {
+        match rule.level {
             Level::L => true,
             Level::S => false,
-            Level::Mix => self.mix_at_l(ctx, mix_l_share),
+            Level::Mix => self.mix_at_l(ctx, rule),
             Level::ByCapability => {
                 let fastest = ctx.profiles.iter().map(|p| p.flops_per_s).fold(0.0, f64::max);
-                ctx.profile().flops_per_s >= l_min_of_fastest * fastest
+                ctx.profile().flops_per_s >= rule.l_min_of_fastest * fastest
             }
             Level::Full => unreachable!("a full level trains everything"),
         }
     }
 
-    fn mix_at_l(&mut self, ctx: &mut MaskCtx, share: f64) -> bool {
+    fn mix_at_l(&mut self, ctx: &mut MaskCtx, rule: &LevelRule) -> bool {
         let round = ctx.version;
         if self.drawn.as_ref().is_none_or(|(r, _)| *r != round) {
             let n = ctx.num_clients();
-            let l = ((n as f64) * share).round() as usize;
-            self.drawn = Some((round, index::sample(ctx.rng, n, l).into_iter().collect()));
+            let l = ((n as f64) * rule.mix_l_share).round() as usize;
+            let at_l = match rule.mix_draw {
+                MixDraw::Subset => index::sample(ctx.rng, n, l).into_iter().collect(),
+                MixDraw::CodeCoinflip => coinflips(ctx.rng, n, l),
+            };
+            self.drawn = Some((round, at_l));
         }
         self.drawn.as_ref().is_some_and(|(_, set)| set.contains(&ctx.client))
     }
 }
 
-/// `mix_l_share` and `l_min_of_fastest` must be shares.
-pub fn validate_level(mix_l_share: f64, l_min_of_fastest: f64) -> Result<(), String> {
-    for (key, share) in [("mix_l_share", mix_l_share), ("l_min_of_fastest", l_min_of_fastest)] {
-        if !(0.0..=1.0).contains(&share) {
-            return Err(format!("{key}: expected a value in [0, 1], got {share}"));
+/// The clients at L under the code's coin flips: exactly `l` of `n`.
+fn coinflips(rng: &mut impl Rng, n: usize, l: usize) -> BTreeSet<usize> {
+    let mut at_l = BTreeSet::new();
+    let mut at_s = 0;
+    for client in 0..n {
+        let l_full = at_l.len() == l;
+        if !l_full && (at_s == n - l || rng.random_bool(0.5)) {
+            at_l.insert(client);
+        } else {
+            at_s += 1;
         }
     }
-    Ok(())
+    at_l
 }

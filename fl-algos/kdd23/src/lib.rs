@@ -3,7 +3,7 @@
 //!
 //! Clients train element regions of the maskable tensors (`region-partition`); RA-Fed averages
 //! each coordinate over the clients that trained it (`coverage-mean`, uniform, from the
-//! baselines), OAP zeroes what nobody trained, RAM-Fed adds every client's stored update
+//! baselines), OAP zeroes what nobody trained (`coverage-mean-zero-uncovered`), RAM-Fed adds every client's stored update
 //! (`ram-fed`). The paper's other baselines are presets too: SplitFL and IST are the region
 //! policy with a shared or an own region per client, PruneFL trains the largest weights
 //! (`top-magnitude`).
@@ -17,12 +17,14 @@
 mod levels;
 mod maskable;
 mod methods;
+mod oap_aggregator;
 mod ram_fed;
 mod region_policy;
 mod regions;
 mod top_magnitude;
 
-pub use levels::{FirstRound, Level};
+pub use levels::{FirstRound, Level, LevelRule, MixDraw};
+pub use oap_aggregator::ZeroUncoveredConfig;
 pub use ram_fed::{Correction, RamFed, RamFedConfig};
 pub use region_policy::{Choice, RegionPolicy, RegionPolicyConfig, typep_regions};
 pub use regions::{Granularity, PartitionKind};

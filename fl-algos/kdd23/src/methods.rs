@@ -61,7 +61,7 @@ inventory::submit! {
         name: "oap",
         summary: "OAP as run in KDD'23: RA-Fed's masks, but coordinates nobody trained are set to 0",
         paper: "Zhou et al., arXiv:2201.11803; as configured by Wang et al., KDD 2023",
-        preset: preset!(mask: "name = \"region-partition\"", aggregator: concat!(ra_fed_rule!(), "uncovered = \"zero\"\n")),
+        preset: preset!(mask: "name = \"region-partition\"", aggregator: "name = \"coverage-mean-zero-uncovered\"\n"),
         origin: module_path!(),
     }
 }

@@ -1,7 +1,8 @@
 //! `region-partition`: the KDD'23 mask policy (spec §4). Each maskable tensor is split into K
 //! regions; every round each client trains some regions: L = 2 of 4 (50%), S = 1 of 4 (25%),
-//! MIX = a random half of the clients at L and the rest at S (or, `by-capability`, the clients
-//! with at least `l_min_of_fastest` of the fastest one's throughput at L). Round 0 trains the
+//! MIX = a random half of the clients at L and the rest at S (a uniform subset, or with
+//! `mix_draw = "code-coinflip"` the code's coin flips), or, `by-capability`, the clients with
+//! at least `l_min_of_fastest` of the fastest one's throughput at L. Round 0 trains the
 //! full model, and every 10th round forces a non-full cover (L: regions {3,4}, S: {4}). Fixed
 //! tables of per-client assignments (the paper's Figs. 3–4, code `typep` ids) can replace the
 //! draws.
@@ -16,7 +17,7 @@ use fl_core::{Mask, MaskCtx, MaskPolicy, Result};
 use rand::seq::index;
 use serde::{Deserialize, Serialize};
 
-use crate::levels::{FirstRound, Level, LevelDraw, validate_level};
+use crate::levels::{FirstRound, Level, LevelDraw, LevelRule, MixDraw};
 use crate::maskable::tensor_indices;
 use crate::regions::{Granularity, PartitionKind, argsort_regions, random_regions, region_mask};
 
@@ -47,6 +48,7 @@ pub struct RegionPolicyConfig {
     pub l_regions: i64,
     pub s_regions: i64,
     pub mix_l_share: f64,
+    pub mix_draw: MixDraw,
     /// Level `by-capability`: clients with at least this share of the fastest client's
     /// throughput train at L.
     pub l_min_of_fastest: f64,
@@ -71,6 +73,7 @@ impl Default for RegionPolicyConfig {
             l_regions: 2,
             s_regions: 1,
             mix_l_share: 0.5,
+            mix_draw: MixDraw::Subset,
             l_min_of_fastest: 0.5,
             first_round: FirstRound::Full,
             non_cover_every: 10,
@@ -80,6 +83,15 @@ impl Default for RegionPolicyConfig {
 }
 
 impl RegionPolicyConfig {
+    pub fn level_rule(&self) -> LevelRule {
+        LevelRule {
+            level: self.level,
+            mix_l_share: self.mix_l_share,
+            mix_draw: self.mix_draw,
+            l_min_of_fastest: self.l_min_of_fastest,
+        }
+    }
+
     pub fn validate(&self) -> std::result::Result<(), String> {
         if self.regions < 1 {
             return Err(format!("regions: expected at least 1, got {}", self.regions));
@@ -89,7 +101,7 @@ impl RegionPolicyConfig {
                 return Err(format!("{key}: expected 1..={}, got {n}", self.regions));
             }
         }
-        validate_level(self.mix_l_share, self.l_min_of_fastest)?;
+        self.level_rule().validate()?;
         if self.choice == Choice::Shared && matches!(self.level, Level::Mix | Level::ByCapability) {
             return Err("choice: \"shared\" gives every client the same regions; use level \"l\" or \"s\"".into());
         }
@@ -160,7 +172,7 @@ impl RegionPolicy {
             return vec![ctx.client as i64 % k];
         }
         let cfg = &self.cfg;
-        let at_l = self.levels.at_l(ctx, cfg.level, cfg.mix_l_share, cfg.l_min_of_fastest);
+        let at_l = self.levels.at_l(ctx, &cfg.level_rule());
         let size = if at_l { cfg.l_regions } else { cfg.s_regions };
         if self.cfg.non_cover_every > 0 && round > 0 && round.is_multiple_of(self.cfg.non_cover_every) {
             return (k - size..k).collect();

@@ -13,7 +13,7 @@ use fl_core::tch::{Kind, Tensor};
 use fl_core::{Mask, MaskCtx, MaskPolicy, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::levels::{FirstRound, Level, LevelDraw, validate_level};
+use crate::levels::{FirstRound, Level, LevelDraw, LevelRule, MixDraw};
 use crate::maskable::tensor_indices;
 
 /// What ranks the parameters.
@@ -36,6 +36,7 @@ pub struct TopMagnitudeConfig {
     pub l_fraction: f64,
     pub s_fraction: f64,
     pub mix_l_share: f64,
+    pub mix_draw: MixDraw,
     /// Level `by-capability`: clients with at least this share of the fastest client's
     /// throughput train at L.
     pub l_min_of_fastest: f64,
@@ -51,6 +52,7 @@ impl Default for TopMagnitudeConfig {
             l_fraction: 0.5,
             s_fraction: 0.25,
             mix_l_share: 0.5,
+            mix_draw: MixDraw::Subset,
             l_min_of_fastest: 0.5,
             first_round: FirstRound::Full,
             importance: Importance::Magnitude,
@@ -59,13 +61,22 @@ impl Default for TopMagnitudeConfig {
 }
 
 impl TopMagnitudeConfig {
+    pub fn level_rule(&self) -> LevelRule {
+        LevelRule {
+            level: self.level,
+            mix_l_share: self.mix_l_share,
+            mix_draw: self.mix_draw,
+            l_min_of_fastest: self.l_min_of_fastest,
+        }
+    }
+
     pub fn validate(&self) -> std::result::Result<(), String> {
         for (key, f) in [("l_fraction", self.l_fraction), ("s_fraction", self.s_fraction)] {
             if !(f > 0.0 && f <= 1.0) {
                 return Err(format!("{key}: expected a fraction in (0, 1], got {f}"));
             }
         }
-        validate_level(self.mix_l_share, self.l_min_of_fastest)?;
+        self.level_rule().validate()?;
         if self.tensors.is_empty() {
             return Err("tensors: name at least one maskable tensor".into());
         }
@@ -132,7 +143,7 @@ impl MaskPolicy for TopMagnitude {
         if cfg.level == Level::Full || (ctx.version == 0 && cfg.first_round == FirstRound::Full) {
             return Ok(Mask::Full);
         }
-        let at_l = self.levels.at_l(ctx, cfg.level, cfg.mix_l_share, cfg.l_min_of_fastest);
+        let at_l = self.levels.at_l(ctx, &cfg.level_rule());
         if self.masks.as_ref().is_none_or(|m| m.round != ctx.version) {
             self.masks = Some(self.compute(ctx)?);
         }

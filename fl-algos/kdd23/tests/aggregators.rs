@@ -7,6 +7,7 @@
 
 use fl_algo_baselines::{CoverageMean, CoverageMeanConfig, Uncovered, Weighting};
 use fl_algo_kdd23::{Correction, RamFed, RamFedConfig};
+use fl_core::registry::{Builder, Kind, Params, Registry};
 use fl_core::tch::Tensor;
 use fl_core::{AggregateCtx, Aggregator, ClientUpdate, Mask, ParamSet, Staleness};
 
@@ -70,6 +71,19 @@ fn ra_fed_keeps_uncovered_coordinates() {
 fn oap_zeroes_uncovered_coordinates() {
     let mut agg = CoverageMean::new(CoverageMeanConfig { weighting: Weighting::Uniform, uncovered: Uncovered::Zero });
     assert_close(&run(&mut agg), &[0.7, 1.8, 3.9, 0.0]);
+}
+
+#[test]
+fn oap_by_name_weighs_uniformly_and_zeroes_uncovered_coordinates() {
+    // The clients hold 100, 200 and 300 samples: only uniform weights give the golden values.
+    let registry = Registry::get().unwrap();
+    let c = registry.component(Kind::Aggregator, "coverage-mean-zero-uncovered", "test", "aggregator").unwrap();
+    let Builder::Aggregator(build) = c.build else { unreachable!("registry keys builders by kind") };
+    let mut agg = build(&Params::new("test", "aggregator", fl_core::toml::Table::new())).unwrap();
+    assert_close(&run(&mut *agg), &[0.7, 1.8, 3.9, 0.0]);
+    let bad: fl_core::toml::Table = fl_core::toml::from_str("uncovered = \"keep\"").unwrap();
+    let err = build(&Params::new("exp.toml", "aggregator", bad)).err().expect("the name fixes `uncovered`").to_string();
+    assert!(err.contains("exp.toml") && err.contains("uncovered"), "{err}");
 }
 
 #[test]

@@ -7,7 +7,7 @@ mod common;
 use std::sync::Arc;
 
 use common::{fc1_share, global, round_masks, structure};
-use fl_algo_kdd23::{Granularity, Level, PartitionKind, RegionPolicy, RegionPolicyConfig};
+use fl_algo_kdd23::{Granularity, Level, MixDraw, PartitionKind, RegionPolicy, RegionPolicyConfig};
 use fl_core::profile::DeviceProfile;
 use fl_core::rng::{self, TensorNoise};
 use fl_core::tch::Tensor;
@@ -72,6 +72,29 @@ fn mix_puts_half_the_clients_at_each_level() {
         assert_eq!(shares.iter().filter(|&&x| x == 0.5).count(), 5, "round {round}: {shares:?}");
         assert_eq!(shares.iter().filter(|&&x| x == 0.25).count(), 5, "round {round}: {shares:?}");
     }
+}
+
+#[test]
+fn code_coinflip_puts_half_at_l_with_the_codes_runs() {
+    // Both draws put exactly 5 of 10 clients at L. Under the code's coin flips clients 0–4 are
+    // all at L with probability 1/2⁵ = 1/32; under a uniform 5-subset with 1/C(10,5) = 1/252.
+    let s = structure();
+    let g = global(&s);
+    let first_five_at_l = |mix_draw: MixDraw| {
+        let mut p = policy(RegionPolicyConfig { level: Level::Mix, mix_draw, ..Default::default() });
+        let mut rng = rng::stream(3, &[0]);
+        let mut count = 0;
+        for round in 1..=2000 {
+            let shares: Vec<f64> = round_masks(&mut p, &s, &g, round, 10, &mut rng).iter().map(fc1_share).collect();
+            assert_eq!(shares.iter().filter(|&&x| x == 0.5).count(), 5, "{mix_draw:?} round {round}: {shares:?}");
+            count += usize::from(shares[..5].iter().all(|&x| x == 0.5));
+        }
+        count
+    };
+    let coinflip = first_five_at_l(MixDraw::CodeCoinflip);
+    let subset = first_five_at_l(MixDraw::Subset);
+    assert!((35..=95).contains(&coinflip), "expected about 2000/32 = 62, got {coinflip}");
+    assert!(subset <= 20, "expected about 2000/252 = 8, got {subset}");
 }
 
 #[test]

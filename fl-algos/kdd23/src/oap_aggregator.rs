@@ -1,0 +1,33 @@
+//! `coverage-mean-zero-uncovered`: OAP's aggregation under its own name. It is the baselines'
+//! `coverage-mean` with `uncovered = "zero"` fixed (the OAP code's `nan_to_num` of 0/0) and
+//! clients weighted uniformly by default, as every KDD'23 method weighs them.
+
+use fl_algo_baselines::{CoverageMean, CoverageMeanConfig, Uncovered, Weighting};
+use fl_core::registry::{Builder, Component, defaults_of};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ZeroUncoveredConfig {
+    pub weighting: Weighting,
+}
+
+impl Default for ZeroUncoveredConfig {
+    fn default() -> Self {
+        ZeroUncoveredConfig { weighting: Weighting::Uniform }
+    }
+}
+
+inventory::submit! {
+    Component {
+        name: "coverage-mean-zero-uncovered",
+        summary: "OAP's aggregation: the coverage mean, with coordinates nobody trained set to 0",
+        paper: "Zhou et al., arXiv:2201.11803; as configured by Wang et al., KDD 2023",
+        defaults: defaults_of::<ZeroUncoveredConfig>,
+        build: Builder::Aggregator(|p| {
+            let ZeroUncoveredConfig { weighting } = p.parse()?;
+            Ok(Box::new(CoverageMean::new(CoverageMeanConfig { weighting, uncovered: Uncovered::Zero })))
+        }),
+        origin: module_path!(),
+    }
+}
