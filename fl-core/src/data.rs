@@ -64,6 +64,7 @@ pub struct FederatedData {
 /// Splits training samples among clients.
 pub trait Partitioner: Send {
     /// Returns, for each of `clients`, the indices of its samples. Every index in
-    /// `0..labels.len()` appears in exactly one client's list.
+    /// `0..labels.len()` appears in exactly one client's list, unless the partitioner is
+    /// configured to hold samples out (then in at most one).
     fn partition(&self, labels: &[i64], classes: i64, clients: usize, rng: &mut Rng) -> Result<Vec<Vec<i64>>>;
 }

@@ -8,6 +8,11 @@
 //!   n above the split's size is an error.
 //! - `normalization`: `"dataset-stats"` (default: the split's usual per-channel mean and std)
 //!   or `"half"` (mean 0.5, std 0.5: pixels in [−1, 1], as the KDD'23 CIFAR code does).
+//! - `test_normalization`: the test split's, when it differs (default: `normalization`).
+//! - `train_includes_test`: the test samples are also training samples, appended after the
+//!   train split (normalised as it is) and partitioned with it; evaluation still uses the test
+//!   split. The KDD'23 code's data (spec kdd23 §5.1): merged splits, `normalization = "half"`
+//!   for training and the usual statistics for the test set. Default false.
 //! - `labels` (`cifar100` only): `"fine"` (100 classes, default) or `"coarse"` (20).
 
 use std::path::PathBuf;
@@ -28,6 +33,8 @@ pub struct ImageDatasetConfig {
     pub train_samples: Option<usize>,
     pub test_samples: Option<usize>,
     pub normalization: NormalizationChoice,
+    pub test_normalization: Option<NormalizationChoice>,
+    pub train_includes_test: bool,
 }
 
 /// How pixels are normalised.
@@ -51,6 +58,8 @@ pub struct Cifar100Config {
     pub train_samples: Option<usize>,
     pub test_samples: Option<usize>,
     pub normalization: NormalizationChoice,
+    pub test_normalization: Option<NormalizationChoice>,
+    pub train_includes_test: bool,
     pub labels: Cifar100Labels,
 }
 
@@ -79,16 +88,20 @@ pub fn load_image_dataset(
             })?;
         }
     }
-    let norm = match cfg.normalization {
+    let norm = |choice: NormalizationChoice| match choice {
         NormalizationChoice::DatasetStats => dataset.normalization(),
         NormalizationChoice::Half => {
             let channels = dataset.input_shape()[0] as usize;
             Normalization { mean: &HALVES[..channels], std: &HALVES[..channels] }
         }
     };
+    let test = raw.test.to_dataset(norm(cfg.test_normalization.unwrap_or(cfg.normalization)), ctx.device);
+    if cfg.train_includes_test {
+        raw.train.append(&raw.test);
+    }
     Ok(FederatedData {
-        train: raw.train.to_dataset(norm, ctx.device),
-        test: raw.test.to_dataset(norm, ctx.device),
+        train: raw.train.to_dataset(norm(cfg.normalization), ctx.device),
+        test,
         spec: DataSpec {
             input_shape: dataset.input_shape().to_vec(),
             classes: dataset.classes() as i64,
@@ -149,6 +162,8 @@ inventory::submit! {
                 train_samples: cfg.train_samples,
                 test_samples: cfg.test_samples,
                 normalization: cfg.normalization,
+                test_normalization: cfg.test_normalization,
+                train_includes_test: cfg.train_includes_test,
             };
             load_image_dataset(ImageDataset::Cifar100(cfg.labels), &simple, p, ctx)
         }),

@@ -61,6 +61,13 @@ impl RawImages {
         Ok(())
     }
 
+    /// Appends `other`'s samples (of the same image shape) after these.
+    pub fn append(&mut self, other: &RawImages) {
+        assert_eq!(other.image_bytes(), self.image_bytes(), "appended images have the same shape");
+        self.pixels.extend_from_slice(&other.pixels);
+        self.labels.extend_from_slice(&other.labels);
+    }
+
     /// How many samples carry each label in `0..classes`.
     pub fn class_counts(&self, classes: usize) -> Vec<usize> {
         let mut counts = vec![0; classes];

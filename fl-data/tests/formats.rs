@@ -137,6 +137,23 @@ fn mnist_component_builds_normalised_tensors() {
 }
 
 #[test]
+fn the_code_faithful_protocol_trains_on_both_splits_with_its_own_normalisation() {
+    // KDD'23's code: train on train + test in [−1, 1], test on the test split with (0.1307, 0.3081).
+    let data_dir = tmp();
+    write_tiny_mnist(&data_dir.path().join("mnist"), 12, 5);
+    let table = "train_includes_test = true\nnormalization = \"half\"\ntest_normalization = \"dataset-stats\"";
+    let data = build_dataset("mnist", table, data_dir.path(), 0).unwrap();
+    assert_eq!((data.train.len(), data.test.len()), (17, 5));
+    assert_eq!(labels(&data.train.y)[12..], [0, 1, 2, 3, 4], "the test samples follow the train split");
+    // Test image 3, pixel 146 is train sample 12 + 3 = 15 of the merged split.
+    let v = f32::from(mnist_pixel(3, 146));
+    let merged = data.train.x.double_value(&[15, 0, 5, 6]) as f32;
+    assert!((merged - (v / 255.0 - 0.5) / 0.5).abs() < 1e-5, "train side: half normalisation, got {merged}");
+    let test = data.test.x.double_value(&[3, 0, 5, 6]) as f32;
+    assert!((test - (v / 255.0 - 0.1307) / 0.3081).abs() < 1e-5, "test side: dataset statistics, got {test}");
+}
+
+#[test]
 fn sample_limits_above_the_split_size_and_unknown_keys_are_errors() {
     let data_dir = tmp();
     write_tiny_mnist(&data_dir.path().join("mnist"), 6, 2);

@@ -1,6 +1,7 @@
 //! Properties of the partitioners on random label vectors: every sample goes to exactly one
 //! client, the same seed gives the same split, and each scheme's own promise holds (even
-//! sizes, the Dirichlet limit α → ∞, label-aligned shards, the even-share cap, min_samples).
+//! sizes, the Dirichlet limit α → ∞, label-aligned shards, the even-share cap, min_samples,
+//! the local train share).
 
 mod common;
 
@@ -16,7 +17,7 @@ fn rng(seed: u64) -> Rng {
 }
 
 fn dirichlet(alpha: f64, min_samples: usize, cap: Cap) -> Dirichlet {
-    Dirichlet { cfg: DirichletConfig { alpha, min_samples, cap, max_draws: 1000 } }
+    Dirichlet { cfg: DirichletConfig { alpha, min_samples, cap, max_draws: 1000, local_train_share: 1.0 } }
 }
 
 /// Asserts the `Partitioner` contract: `clients` lists, each sorted, together a permutation of
@@ -145,6 +146,26 @@ proptest! {
         prop_assert!(parts.iter().all(|p| (p.len() as f64) < bound));
     }
 
+    /// `local_train_share` keeps a random ⌊share · n_j⌋ of each client's samples of the same
+    /// draw (PFLlib's local train split): a subset per client, so no sample has two clients.
+    #[test]
+    fn dirichlet_local_train_share_keeps_that_share_of_each_clients_draw(
+        (labels, classes) in labels_strategy(),
+        clients in 1usize..12,
+        share in 0.05f64..1.0,
+        seed in any::<u64>(),
+    ) {
+        let whole = dirichlet(0.3, 0, Cap::EvenShare);
+        let local = Dirichlet { cfg: DirichletConfig { local_train_share: share, ..whole.cfg.clone() } };
+        let all = whole.partition(&labels, classes as i64, clients, &mut rng(seed)).unwrap();
+        let kept = local.partition(&labels, classes as i64, clients, &mut rng(seed)).unwrap();
+        for (a, k) in all.iter().zip(&kept) {
+            prop_assert_eq!(k.len(), (share * a.len() as f64).floor() as usize);
+            prop_assert!(k.windows(2).all(|w| w[0] < w[1]), "a client's list is not strictly ascending");
+            prop_assert!(k.iter().all(|i| a.binary_search(i).is_ok()), "a kept sample was not the client's");
+        }
+    }
+
     /// When every class fills a whole number of shards, each shard holds one label, so a client
     /// sees at most `shards_per_client` labels, and holds exactly that many shards' samples.
     #[test]
@@ -200,7 +221,9 @@ fn impossible_requests_are_clear_errors() {
     assert!(err.contains("needs 40 samples, only 30 exist"), "{err}");
     // One class and a tiny α: nearly every draw puts everything on one client.
     let one_class = vec![0i64; 100];
-    let d = Dirichlet { cfg: DirichletConfig { alpha: 1e-3, min_samples: 10, cap: Cap::None, max_draws: 20 } };
+    let d = Dirichlet {
+        cfg: DirichletConfig { alpha: 1e-3, min_samples: 10, cap: Cap::None, max_draws: 20, local_train_share: 1.0 },
+    };
     let err = d.partition(&one_class, 1, 5, &mut rng(0)).unwrap_err().to_string();
     assert!(err.contains("after 20 draws") && err.contains("min_samples = 10"), "{err}");
     let err = Iid.partition(&[0, 5], 3, 1, &mut rng(0)).unwrap_err().to_string();

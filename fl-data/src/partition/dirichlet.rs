@@ -20,6 +20,11 @@
 //! `cap = "none"` and `min_samples = 0` (its floor-and-drop remainder is not offered, because a
 //! `Partitioner` must assign every sample). cos2p does not state its procedure.
 //!
+//! `local_train_share` < 1 reproduces PFLlib's per-client train/test split, whose test part
+//! the KDD'23 code never uses: after the draw each client keeps ⌊share · n_j⌋ of its samples,
+//! chosen at random (0.84 there), and the rest belong to no client. The minimum applies to the
+//! whole draw, before the split, as in PFLlib.
+//!
 //! Edge case: for tiny α every Gamma draw of the eligible clients can underflow to 0 in f64.
 //! The Dirichlet then tends to a one-hot vector at a uniformly random coordinate, and that is
 //! what we use (numpy would produce NaN proportions).
@@ -56,11 +61,13 @@ pub struct DirichletConfig {
     pub cap: Cap,
     /// How many whole-partition draws to try before giving up on `min_samples`.
     pub max_draws: usize,
+    /// The share of each client's samples it keeps (1: all of them).
+    pub local_train_share: f64,
 }
 
 impl Default for DirichletConfig {
     fn default() -> Self {
-        DirichletConfig { alpha: 0.5, min_samples: 10, cap: Cap::EvenShare, max_draws: 1000 }
+        DirichletConfig { alpha: 0.5, min_samples: 10, cap: Cap::EvenShare, max_draws: 1000, local_train_share: 1.0 }
     }
 }
 
@@ -71,6 +78,9 @@ impl DirichletConfig {
         }
         if self.max_draws == 0 {
             return Err("max_draws: must be at least 1".into());
+        }
+        if !(self.local_train_share > 0.0 && self.local_train_share <= 1.0) {
+            return Err(format!("local_train_share: expected a share in (0, 1], got {}", self.local_train_share));
         }
         Ok(())
     }
@@ -137,6 +147,18 @@ impl Dirichlet {
         }
         parts
     }
+
+    /// Each client's random `local_train_share` of its samples.
+    fn keep_local_train(&self, mut parts: Vec<Vec<i64>>, rng: &mut Rng) -> Vec<Vec<i64>> {
+        let share = self.cfg.local_train_share;
+        if share < 1.0 {
+            for part in &mut parts {
+                part.shuffle(rng);
+                part.truncate((share * part.len() as f64).floor() as usize);
+            }
+        }
+        parts
+    }
 }
 
 impl Partitioner for Dirichlet {
@@ -160,7 +182,7 @@ impl Partitioner for Dirichlet {
             let parts = self.draw(&by_class, n, clients, &gamma, rng);
             let smallest = parts.iter().map(Vec::len).min().unwrap_or(0);
             if smallest >= min {
-                return Ok(sorted(parts));
+                return Ok(sorted(self.keep_local_train(parts, rng)));
             }
             best = best.max(smallest);
         }
