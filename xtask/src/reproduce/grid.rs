@@ -267,6 +267,23 @@ pub struct PlannedRun {
     pub dir: PathBuf,
 }
 
+#[cfg(test)]
+impl PlannedRun {
+    /// Run `d-a0.1/x`, seed 1, of `experiment`, in `dir`: the fixture of the runner's tests.
+    pub fn example(dir: &Path, experiment: &str) -> PlannedRun {
+        PlannedRun {
+            key: "d-a0.1/x".into(),
+            dataset: "d".into(),
+            setting: "a0.1".into(),
+            id: "x".into(),
+            seed: 1,
+            may_diverge: false,
+            experiment: experiment.into(),
+            dir: dir.to_path_buf(),
+        }
+    }
+}
+
 /// `<dataset>-<setting>`: the group directory and key prefix of a (dataset, setting).
 pub fn group(dataset: &str, setting: &str) -> String {
     format!("{dataset}-{setting}")

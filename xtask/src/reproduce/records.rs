@@ -63,24 +63,11 @@ fn copy_files(from: &Path, to: &Path) -> Result<()> {
 mod tests {
     use super::*;
 
-    fn planned(dir: &Path, experiment: &str) -> PlannedRun {
-        PlannedRun {
-            key: "d-a0.1/x".into(),
-            dataset: "d".into(),
-            setting: "a0.1".into(),
-            id: "x".into(),
-            seed: 1,
-            may_diverge: false,
-            experiment: experiment.into(),
-            dir: dir.to_path_buf(),
-        }
-    }
-
     #[test]
     fn a_saved_run_is_restored_into_an_empty_run_directory_only_for_the_same_experiment() {
         let tmp = tempfile::tempdir().unwrap();
         let records = Records { root: tmp.path().join("records") };
-        let first = planned(&tmp.path().join("a"), "seed = 1\n");
+        let first = PlannedRun::example(&tmp.path().join("a"), "seed = 1\n");
         std::fs::create_dir_all(&first.dir).unwrap();
         for (name, text) in [("experiment.toml", "seed = 1\n"), ("summary.json", "{}"), ("metrics.csv", "v\n1\n")] {
             std::fs::write(first.dir.join(name), text).unwrap();
@@ -91,12 +78,12 @@ mod tests {
         assert_eq!(std::fs::read_to_string(record.join("metrics.csv")).unwrap(), "v\n1\n");
         assert!(!record.join("log.txt").exists(), "logs are not part of a record");
 
-        let elsewhere = planned(&tmp.path().join("b"), "seed = 1\n");
+        let elsewhere = PlannedRun::example(&tmp.path().join("b"), "seed = 1\n");
         assert!(records.restore(&elsewhere).unwrap());
         assert!(is_done(&elsewhere));
         assert!(!records.restore(&elsewhere).unwrap(), "already done: nothing to restore");
 
-        let changed = planned(&tmp.path().join("c"), "seed = 2\n");
+        let changed = PlannedRun::example(&tmp.path().join("c"), "seed = 2\n");
         assert!(!records.restore(&changed).unwrap(), "another experiment: run it");
         assert!(!is_done(&changed));
     }
@@ -105,7 +92,7 @@ mod tests {
     fn an_unfinished_run_leaves_no_record() {
         let tmp = tempfile::tempdir().unwrap();
         let records = Records { root: tmp.path().join("records") };
-        let run = planned(&tmp.path().join("a"), "seed = 1\n");
+        let run = PlannedRun::example(&tmp.path().join("a"), "seed = 1\n");
         std::fs::create_dir_all(&run.dir).unwrap();
         std::fs::write(run.dir.join("experiment.toml"), "seed = 1\n").unwrap();
         records.save(&run).unwrap();

@@ -110,16 +110,7 @@ mod tests {
     #[test]
     fn a_run_is_done_only_with_a_summary_beside_the_same_experiment() {
         let dir = tempfile::tempdir().unwrap();
-        let run = PlannedRun {
-            key: "d-a0.1/x".into(),
-            dataset: "d".into(),
-            setting: "a0.1".into(),
-            id: "x".into(),
-            seed: 1,
-            may_diverge: false,
-            experiment: "seed = 1\n".into(),
-            dir: dir.path().to_path_buf(),
-        };
+        let run = PlannedRun::example(dir.path(), "seed = 1\n");
         assert!(!is_done(&run), "nothing written");
         std::fs::write(dir.path().join("experiment.toml"), "seed = 1\n").unwrap();
         assert!(!is_done(&run), "started, not finished");
