@@ -479,7 +479,7 @@ pub fn evaluate_orderings(grid: &Grid, results: &Results) -> Vec<Verdict> {
             }
             let mut detail = format!("holds in {holds} of {total}");
             if ordering.holds_in == Quorum::Most {
-                detail.push_str(" (passes in more than half)");
+                detail.push_str(" (needs more than half)");
             }
             if !broken.is_empty() {
                 let _ = write!(detail, "; not in: {}", broken.join("; "));
@@ -665,6 +665,6 @@ mod tests {
         assert_eq!(v[1].passed, Some(false), "half is not most: {}", v[1].detail);
         let v = verdicts(&[(0.1, 0.9, 0.8), (0.2, 0.9, 0.8), (0.3, 0.7, 0.8)]);
         assert_eq!(v[1].passed, Some(true), "{}", v[1].detail);
-        assert!(v[1].detail.starts_with("holds in 2 of 3 (passes in more than half)"), "{}", v[1].detail);
+        assert!(v[1].detail.starts_with("holds in 2 of 3 (needs more than half)"), "{}", v[1].detail);
     }
 }
