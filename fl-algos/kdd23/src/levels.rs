@@ -1,7 +1,7 @@
 //! Mask levels (spec §4.3, §5.4): how much of the maskable tensors a client trains in a round,
 //! and which clients are at L under MIX (a per-round draw: a uniform subset, or the code's coin
-//! flips) or by capability (their device against the fastest). Shared by the region policy (RA-Fed, RAM-Fed, OAP) and the
-//! top-magnitude policy (PruneFL).
+//! flips) or by capability (their device against the fastest). Shared by the region policy
+//! (RA-Fed, RAM-Fed, OAP) and the top-magnitude policy (PruneFL).
 
 use std::collections::BTreeSet;
 

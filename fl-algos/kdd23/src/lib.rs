@@ -3,10 +3,10 @@
 //!
 //! Clients train element regions of the maskable tensors (`region-partition`); RA-Fed averages
 //! each coordinate over the clients that trained it (`coverage-mean`, uniform, from the
-//! baselines), OAP zeroes what nobody trained (`coverage-mean-zero-uncovered`), RAM-Fed adds every client's stored update
-//! (`ram-fed`). The paper's other baselines are presets too: SplitFL and IST are the region
-//! policy with a shared or an own region per client, PruneFL trains the largest weights
-//! (`top-magnitude`).
+//! baselines), OAP zeroes what nobody trained (`coverage-mean-zero-uncovered`), RAM-Fed adds
+//! every client's stored update (`ram-fed`). The paper's other baselines are presets too:
+//! SplitFL and IST are the region policy with a shared or an own region per client, PruneFL
+//! trains the largest weights (`top-magnitude`).
 //!
 //! Deliberate choices (spec §8), each switchable: regions are a static seeded random
 //! partition (`partition = "code-argsort"` reproduces the code); local training masks
