@@ -13,9 +13,10 @@ use super::grid::PlannedRun;
 use super::runner::is_done;
 
 /// The files of a run directory a record keeps: what the report reads, and what says how the
-/// run was made. Logs and anything else stay in the run directory.
+/// run was made. Logs and anything else stay in the run directory. `summary.json` comes last,
+/// so that an interrupted copy never leaves a directory that looks finished.
 const FILES: [&str; 7] =
-    ["experiment.toml", "config.toml", "manifest.json", "summary.json", "metrics.csv", "events.jsonl", "timing.csv"];
+    ["experiment.toml", "config.toml", "manifest.json", "metrics.csv", "events.jsonl", "timing.csv", "summary.json"];
 
 pub struct Records {
     pub root: PathBuf,
@@ -44,12 +45,10 @@ impl Records {
     }
 }
 
-/// Copies the record files present in `from` into `to`; `summary.json` last, so that an
-/// interrupted copy never leaves a directory that looks finished.
+/// Copies the record files present in `from` into `to`, in the order of `FILES`.
 fn copy_files(from: &Path, to: &Path) -> Result<()> {
     std::fs::create_dir_all(to).with_context(|| format!("creating {}", to.display()))?;
-    let (summary, rest): (Vec<&str>, Vec<&str>) = FILES.iter().partition(|f| **f == "summary.json");
-    for name in rest.into_iter().chain(summary) {
+    for name in FILES {
         let source = from.join(name);
         if source.is_file() {
             std::fs::copy(&source, to.join(name))
