@@ -30,6 +30,37 @@ pub struct Grid {
     pub figures: Vec<Figure>,
     #[serde(default)]
     pub sweeps: Vec<Sweep>,
+    #[serde(default)]
+    pub variants: BTreeMap<String, Variant>,
+}
+
+/// An alternative to the paper's choices (`--variant NAME[,NAME…]`): keys laid over some rows,
+/// after the scale's and the previous variant's. The runs and report go to
+/// `<scale>-<NAME>[+NAME…]/`; a run the variants leave unchanged is the scale's own run (see
+/// `records`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Variant {
+    /// What it changes, for the report.
+    pub what: String,
+    pub sets: Vec<VariantSet>,
+}
+
+/// Keys a variant lays over the runs of `rows` (row or extra ids; default all) on `datasets`
+/// (default all).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VariantSet {
+    pub rows: Option<Vec<String>>,
+    pub datasets: Option<Vec<String>>,
+    pub set: Table,
+}
+
+impl VariantSet {
+    fn applies(&self, dataset: &str, id: &str) -> bool {
+        self.rows.as_ref().is_none_or(|r| r.iter().any(|r| r == id))
+            && self.datasets.as_ref().is_none_or(|d| d.iter().any(|d| d == dataset))
+    }
 }
 
 /// A figure of one row across settings: `metrics` against the setting coordinate `x`, one
@@ -309,7 +340,31 @@ impl Grid {
                 grid.resolve(d, r).with_context(|| format!("{}: extra {}: datasets.{d}", path.display(), extra.id))?;
             }
         }
+        let ids: Vec<&String> = grid.rows.iter().map(|r| &r.id).chain(grid.extra.iter().map(|e| &e.id)).collect();
+        for (name, variant) in &grid.variants {
+            for (i, vs) in variant.sets.iter().enumerate() {
+                if let Some(bad) = vs.rows.iter().flatten().find(|r| !ids.contains(r)) {
+                    bail!("{}: variants.{name}.sets[{i}].rows: `{bad}` is not a row or extra id", path.display());
+                }
+                if let Some(bad) = vs.datasets.iter().flatten().find(|d| !grid.datasets.contains_key(*d)) {
+                    bail!(
+                        "{}: variants.{name}.sets[{i}].datasets: `{bad}` is not a dataset of the grid",
+                        path.display()
+                    );
+                }
+            }
+        }
         Ok(grid)
+    }
+
+    pub fn variant(&self, name: &str) -> Result<&Variant> {
+        self.variants.get(name).with_context(|| {
+            let names: Vec<&str> = self.variants.keys().map(String::as_str).collect();
+            format!(
+                "unknown variant `{name}`; this grid has: {}",
+                if names.is_empty() { "none".into() } else { names.join(", ") }
+            )
+        })
     }
 
     pub fn scale(&self, name: &str) -> Result<&Scale> {
@@ -343,17 +398,28 @@ impl Grid {
         }
     }
 
-    /// Every run of `scale` over `datasets` and `seeds`, in a stable order; `grid_dir` holds
-    /// the base files, `out` receives the run directories.
+    /// The directory name of a scale with variants: `<scale>[-<variant>+…]`.
+    pub fn label(scale: &str, variants: &[String]) -> String {
+        if variants.is_empty() { scale.to_string() } else { format!("{scale}-{}", variants.join("+")) }
+    }
+
+    /// Every run of `scale` with `variants` over `datasets` and `seeds`, in a stable order;
+    /// `grid_dir` holds the base files, `out` receives the run directories.
     pub fn plan(
         &self,
         scale_name: &str,
+        variants: &[String],
         datasets: &[String],
         seeds: &[u64],
         grid_dir: &Path,
         out: &Path,
     ) -> Result<Vec<PlannedRun>> {
         let scale = self.scale(scale_name)?;
+        let mut variant_sets = Vec::new();
+        for name in variants {
+            variant_sets.extend(&self.variant(name)?.sets);
+        }
+        let label = Grid::label(scale_name, variants);
         let mut runs = Vec::new();
         for dataset in datasets {
             let entry = &self.datasets[dataset];
@@ -381,7 +447,9 @@ impl Grid {
                     exp.insert("name".into(), Value::String(format!("{}-{group}-{id}-s{seed}", self.paper)));
                     exp.insert("seed".into(), Value::Integer(seed as i64));
                     exp.insert("method".into(), Value::String(method.into()));
-                    for layer in [Some(&setting.set), Some(set), Some(&scale.set), scale_set].into_iter().flatten() {
+                    let variant_layers = variant_sets.iter().filter(|v| v.applies(dataset, id)).map(|v| &v.set);
+                    let layers = [Some(&setting.set), Some(set), Some(&scale.set), scale_set].into_iter().flatten();
+                    for layer in layers.chain(variant_layers) {
                         for (key, value) in layer {
                             set_path(&mut exp, key, value.clone())
                                 .with_context(|| format!("applying `{key}` to {}", base_path.display()))?;
@@ -395,7 +463,7 @@ impl Grid {
                         seed,
                         may_diverge,
                         experiment: toml::to_string(&exp)?,
-                        dir: out.join(scale_name).join(&group).join(format!("{id}-s{seed}")),
+                        dir: out.join(&label).join(&group).join(format!("{id}-s{seed}")),
                     });
                 }
             }
@@ -444,13 +512,23 @@ mod tests {
         extra_datasets = []
         [scales.small.datasets.d]
         alphas = [0.5]
+        [variants.fast]
+        what = "a faster extra"
+        sets = [{ rows = ["fig"], set = { "trainer.lr" = 0.5, "scheduler.rounds" = 5 } }]
+        [variants.short]
+        what = "fewer rounds"
+        sets = [{ datasets = ["d"], set = { "scheduler.rounds" = 3 } }]
     "#;
 
-    fn plan(scale: &str) -> Vec<PlannedRun> {
+    fn plan_variant(scale: &str, variants: &[String]) -> Vec<PlannedRun> {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("base.toml"), "name = \"x\"\n[scheduler]\nrounds = 200\n").unwrap();
         let grid: Grid = toml::from_str(GRID).unwrap();
-        grid.plan(scale, &["d".into()], &[1, 2], dir.path(), Path::new("/out")).unwrap()
+        grid.plan(scale, variants, &["d".into()], &[1, 2], dir.path(), Path::new("/out")).unwrap()
+    }
+
+    fn plan(scale: &str) -> Vec<PlannedRun> {
+        plan_variant(scale, &[])
     }
 
     #[test]
@@ -478,6 +556,39 @@ mod tests {
     }
 
     #[test]
+    fn a_variant_sets_its_keys_last_on_its_rows_only_in_its_own_directory() {
+        let base = plan("full");
+        let runs = plan_variant("full", &["fast".into()]);
+        assert_eq!(runs.len(), base.len());
+        for (r, b) in runs.iter().zip(&base) {
+            assert_eq!(r.dir, Path::new("/out/full-fast").join(b.dir.strip_prefix("/out/full").unwrap()));
+            let exp: Table = toml::from_str(&r.experiment).unwrap();
+            if r.id == "fig" {
+                assert_eq!(exp["trainer"]["lr"].as_float(), Some(0.5));
+                assert_eq!(exp["scheduler"]["rounds"].as_integer(), Some(5));
+            } else {
+                assert_eq!(r.experiment, b.experiment, "{} is not the variant's: unchanged", r.key);
+            }
+        }
+        let both = plan_variant("full", &["fast".into(), "short".into()]);
+        let fig: Table = toml::from_str(&both.iter().find(|r| r.id == "fig").unwrap().experiment).unwrap();
+        assert_eq!(fig["scheduler"]["rounds"].as_integer(), Some(3), "the later variant's keys win");
+        assert_eq!(fig["trainer"]["lr"].as_float(), Some(0.5));
+        assert!(both[0].dir.starts_with("/out/full-fast+short"));
+        let grid: Grid = toml::from_str(GRID).unwrap();
+        assert!(grid.variant("slow").unwrap_err().to_string().contains("this grid has: fast, short"));
+    }
+
+    #[test]
+    fn a_variant_naming_an_unknown_row_is_an_error_naming_the_file_and_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("grid.toml");
+        std::fs::write(&path, GRID.replace(r#"rows = ["fig"]"#, r#"rows = ["gif"]"#)).unwrap();
+        let err = Grid::load(&path).unwrap_err().to_string();
+        assert!(err.contains("grid.toml: variants.fast.sets[0].rows: `gif` is not a row or extra id"), "{err}");
+    }
+
+    #[test]
     fn named_settings_lay_their_keys_and_rows_can_skip_settings() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("base.toml"), "name = \"x\"\n[mask]\nparts = 4\n").unwrap();
@@ -502,7 +613,7 @@ mod tests {
             "#,
         )
         .unwrap();
-        let plan = |scale: &str| grid.plan(scale, &["d".into()], &[1], dir.path(), Path::new("/out")).unwrap();
+        let plan = |scale: &str| grid.plan(scale, &[], &["d".into()], &[1], dir.path(), Path::new("/out")).unwrap();
         let keys: Vec<String> = plan("full").iter().map(|r| r.key.clone()).collect();
         assert_eq!(keys, ["d-main/ours", "d-main/baseline", "d-m2/ours"]);
         let small = plan("small");

@@ -1,6 +1,7 @@
-//! `cargo xtask reproduce <paper> [--scale S] [--only D,…] [--device D] [--jobs N] [--seeds 1,2,3]`:
-//! runs the grid of `experiments/<paper>/grid.toml` at a scale, resuming finished runs, and
-//! writes `reports/<paper>/<scale>/`: one Markdown file per paper table (paper / ours / Δ),
+//! `cargo xtask reproduce <paper> [--scale S] [--variant V,…] [--only D,…] [--device D] [--jobs N]
+//! [--seeds 1,2,3]`: runs the grid of `experiments/<paper>/grid.toml` at a scale (with some of
+//! its variants, the code's departures from the paper), resuming finished runs, and writes
+//! `reports/<paper>/<scale>[-<variant>+…]/`: one Markdown file per paper table (paper / ours / Δ),
 //! `summary.md` (missing datasets, checks, orderings), PNG figures and `results.json`.
 //!
 //! A dataset that is not present is reported with the command that fetches it; its cells read
@@ -31,12 +32,13 @@ use records::Records;
 use report::{Expected, Results};
 use runner::Runner;
 
-const USAGE: &str = "usage: cargo xtask reproduce <paper> [--scale smoke|reduced|full] [--only DATASET,…] \
+const USAGE: &str = "usage: cargo xtask reproduce <paper> [--scale smoke|reduced|full] [--variant NAME,…] [--only DATASET,…] \
                      [--device auto|cpu|cuda] [--jobs N] [--seeds 1,2,3] [--out DIR] [--runs KEY,…] [--report-only]";
 
 struct Options {
     paper: String,
     scale: String,
+    variants: Vec<String>,
     only: Option<Vec<String>>,
     device: String,
     jobs: usize,
@@ -53,6 +55,7 @@ fn parse(args: &[String]) -> Result<Options> {
     let mut o = Options {
         paper: paper.clone(),
         scale: "full".into(),
+        variants: Vec::new(),
         only: None,
         device: "auto".into(),
         jobs: 1,
@@ -65,6 +68,7 @@ fn parse(args: &[String]) -> Result<Options> {
         let mut value = || it.next().with_context(|| format!("{flag}: expected a value\n{USAGE}"));
         match flag.as_str() {
             "--scale" => o.scale = value()?.clone(),
+            "--variant" => o.variants = value()?.split(',').map(str::to_string).collect(),
             "--only" => o.only = Some(value()?.split(',').map(str::to_string).collect()),
             "--device" => o.device = value()?.clone(),
             "--jobs" => {
@@ -95,6 +99,9 @@ pub fn run(args: &[String]) -> Result<()> {
     let grid = Grid::load(&grid_dir.join("grid.toml"))?;
     let expected = Expected::load(&grid_dir.join("expected.toml"))?;
     grid.scale(&o.scale)?;
+    for v in &o.variants {
+        grid.variant(v)?;
+    }
     let datasets: Vec<String> = match &o.only {
         None => grid.datasets.keys().cloned().collect(),
         Some(only) => {
@@ -120,15 +127,17 @@ pub fn run(args: &[String]) -> Result<()> {
         );
     }
     let out = o.out.clone().unwrap_or_else(|| root.join("runs").join("reproduce").join(&o.paper));
-    let runs = grid.plan(&o.scale, &datasets, &o.seeds, &grid_dir, &out)?;
+    let runs = grid.plan(&o.scale, &o.variants, &datasets, &o.seeds, &grid_dir, &out)?;
     if let Some(keys) = &o.runs {
         if let Some(bad) = keys.iter().find(|k| !runs.iter().any(|r| &r.key == *k)) {
             let known: Vec<&str> = runs.iter().map(|r| r.key.as_str()).collect();
             bail!("--runs: `{bad}` is not a run of this grid at scale {}; it has: {}", o.scale, known.join(", "));
         }
     }
-    let report_dir = root.join("reports").join(&o.paper).join(&o.scale);
-    let records = Records { root: report_dir.join("runs") };
+    let reports = root.join("reports").join(&o.paper);
+    let report_dir = reports.join(Grid::label(&o.scale, &o.variants));
+    let shared = (!o.variants.is_empty()).then(|| reports.join(&o.scale).join("runs"));
+    let records = Records { root: report_dir.join("runs"), shared };
     let mut restored = 0;
     for r in &runs {
         restored += usize::from(records.restore(r)?);
@@ -187,17 +196,22 @@ fn write_report(
 ) -> Result<usize> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let command = format!(
-        "cargo xtask reproduce {} --scale {}{} --seeds {}",
+        "cargo xtask reproduce {} --scale {}{}{} --seeds {}",
         o.paper,
         o.scale,
+        if o.variants.is_empty() { String::new() } else { format!(" --variant {}", o.variants.join(",")) },
         o.only.as_ref().map_or(String::new(), |d| format!(" --only {}", d.join(","))),
         o.seeds.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
     );
+    let mut heading = format!("# {} — scale `{}`\n\n`{command}`\n\n", grid.title, o.scale);
+    for v in &o.variants {
+        let _ = writeln!(heading, "Variant `{v}`: {}.\n", grid.variant(v)?.what);
+    }
     let mut tables_json = serde_json::Map::new();
     for table in &expected.tables {
         let (md, cells) = report::render_table(table, results);
         let path = dir.join(format!("{}.md", table.id));
-        let text = format!("# {} — scale `{}`\n\n`{command}`\n\n{md}", grid.title, o.scale);
+        let text = format!("{heading}{md}");
         std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
         tables_json.insert(table.id.clone(), json!(cells));
     }
@@ -206,7 +220,7 @@ fn write_report(
     let mut figures = figures::write_figures(&grid.figures, results, dir)?;
     figures.extend(figures::write_sweeps(grid, results, dir)?);
 
-    let mut summary = format!("# {} — scale `{}`\n\n`{command}`\n\n", grid.title, o.scale);
+    let mut summary = heading;
     if !results.missing.is_empty() {
         summary.push_str("## Datasets not present\n\n");
         for (d, fetch) in &results.missing {
@@ -254,7 +268,7 @@ fn write_report(
         })
         .collect();
     let results_json = json!({
-        "paper": grid.paper, "title": grid.title, "scale": o.scale, "command": command,
+        "paper": grid.paper, "title": grid.title, "scale": o.scale, "variants": o.variants, "command": command,
         "missing_datasets": results.missing, "runs": runs_json, "tables": tables_json,
         "checks": checks, "orderings": orderings,
     });

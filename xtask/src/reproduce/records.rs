@@ -3,7 +3,8 @@
 //! finished run (experiment, summary, per-evaluation metrics, events). They are committed with
 //! the report, so a grid too large for one session or machine is completed over several: a
 //! planned run with a record of the same experiment is restored instead of run again, and
-//! `--report-only` rebuilds the report anywhere.
+//! `--report-only` rebuilds the report anywhere. A variant's runs that are the scale's own
+//! are restored from, and left in, the scale's records.
 
 use std::path::{Path, PathBuf};
 
@@ -20,28 +21,35 @@ const FILES: [&str; 7] =
 
 pub struct Records {
     pub root: PathBuf,
+    /// The scale's records, when these are a variant's: read, never written.
+    pub shared: Option<PathBuf>,
 }
 
 impl Records {
-    fn dir(&self, run: &PlannedRun) -> PathBuf {
-        self.root.join(format!("{}-s{}", run.key, run.seed))
-    }
-
-    /// Copies the record of `run` into its run directory when the run is not done there and the
-    /// record is of the same experiment; returns whether it did.
-    pub fn restore(&self, run: &PlannedRun) -> Result<bool> {
-        let record = self.dir(run);
+    /// The finished record of `run`'s experiment under `root`, if there is one.
+    fn find(root: &Path, run: &PlannedRun) -> Option<PathBuf> {
+        let record = root.join(format!("{}-s{}", run.key, run.seed));
         let same = std::fs::read_to_string(record.join("experiment.toml")).is_ok_and(|t| t == run.experiment);
-        if is_done(run) || !same || !record.join("summary.json").is_file() {
-            return Ok(false);
-        }
-        copy_files(&record, &run.dir)?;
-        Ok(true)
+        (same && record.join("summary.json").is_file()).then_some(record)
     }
 
-    /// Keeps the record of `run` if it is done (replacing an older record).
+    /// Copies the record of `run` into its run directory when the run is not done there and a
+    /// record of the same experiment exists; returns whether it did.
+    pub fn restore(&self, run: &PlannedRun) -> Result<bool> {
+        let found = [Some(&self.root), self.shared.as_ref()].into_iter().flatten().find_map(|r| Records::find(r, run));
+        match found {
+            Some(record) if !is_done(run) => copy_files(&record, &run.dir).map(|()| true),
+            _ => Ok(false),
+        }
+    }
+
+    /// Keeps the record of `run` if it is done (replacing an older record), unless the shared
+    /// records already hold it.
     pub fn save(&self, run: &PlannedRun) -> Result<()> {
-        if is_done(run) { copy_files(&run.dir, &self.dir(run)) } else { Ok(()) }
+        if !is_done(run) || self.shared.as_ref().is_some_and(|s| Records::find(s, run).is_some()) {
+            return Ok(());
+        }
+        copy_files(&run.dir, &self.root.join(format!("{}-s{}", run.key, run.seed)))
     }
 }
 
@@ -65,7 +73,7 @@ mod tests {
     #[test]
     fn a_saved_run_is_restored_into_an_empty_run_directory_only_for_the_same_experiment() {
         let tmp = tempfile::tempdir().unwrap();
-        let records = Records { root: tmp.path().join("records") };
+        let records = Records { root: tmp.path().join("records"), shared: None };
         let first = PlannedRun::example(&tmp.path().join("a"), "seed = 1\n");
         std::fs::create_dir_all(&first.dir).unwrap();
         for (name, text) in [("experiment.toml", "seed = 1\n"), ("summary.json", "{}"), ("metrics.csv", "v\n1\n")] {
@@ -90,11 +98,38 @@ mod tests {
     #[test]
     fn an_unfinished_run_leaves_no_record() {
         let tmp = tempfile::tempdir().unwrap();
-        let records = Records { root: tmp.path().join("records") };
+        let records = Records { root: tmp.path().join("records"), shared: None };
         let run = PlannedRun::example(&tmp.path().join("a"), "seed = 1\n");
         std::fs::create_dir_all(&run.dir).unwrap();
         std::fs::write(run.dir.join("experiment.toml"), "seed = 1\n").unwrap();
         records.save(&run).unwrap();
         assert!(!tmp.path().join("records").exists());
+    }
+
+    #[test]
+    fn a_variant_restores_the_scales_records_and_keeps_only_its_own() {
+        let tmp = tempfile::tempdir().unwrap();
+        let scale = Records { root: tmp.path().join("full"), shared: None };
+        let variant = Records { root: tmp.path().join("full-v"), shared: Some(scale.root.clone()) };
+        let finish = |run: &PlannedRun| {
+            std::fs::create_dir_all(&run.dir).unwrap();
+            std::fs::write(run.dir.join("experiment.toml"), &run.experiment).unwrap();
+            std::fs::write(run.dir.join("summary.json"), "{}").unwrap();
+        };
+        let unchanged = PlannedRun::example(&tmp.path().join("scale-run"), "lr = 1\n");
+        finish(&unchanged);
+        scale.save(&unchanged).unwrap();
+
+        let in_variant = PlannedRun::example(&tmp.path().join("variant-run"), "lr = 1\n");
+        assert!(variant.restore(&in_variant).unwrap(), "the scale's run of the same experiment");
+        variant.save(&in_variant).unwrap();
+        assert!(!variant.root.exists(), "a run the variant leaves unchanged stays in the scale's records");
+
+        let changed = PlannedRun::example(&tmp.path().join("variant-run-2"), "lr = 2\n");
+        assert!(!variant.restore(&changed).unwrap());
+        finish(&changed);
+        variant.save(&changed).unwrap();
+        assert!(variant.root.join("d-a0.1/x-s1/summary.json").is_file());
+        assert!(!scale.restore(&PlannedRun::example(&tmp.path().join("r"), "lr = 2\n")).unwrap(), "never written");
     }
 }
