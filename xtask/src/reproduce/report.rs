@@ -105,6 +105,9 @@ pub struct PaperRow {
     pub paper: Vec<PaperCell>,
     /// Where the paper prints "-" for "doesn't work": ours counts as failing below this.
     pub fails_below: Option<f64>,
+    /// What is known to make ours differ from the paper's (the spec's discrepancies, a variant
+    /// that measured one); printed under the table when a cell of the row is out of tolerance.
+    pub known: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -269,7 +272,9 @@ pub fn render_table(table: &PaperTable, results: &Results) -> (String, Vec<serde
         .collect();
     let mut cells = Vec::new();
     let (mut within, mut compared) = (0, 0);
+    let mut explained = Vec::new();
     for row in &table.rows {
+        let mut out_of_tolerance = false;
         let mut line = format!("| {} |", row.method);
         if with_level {
             let _ = write!(line, " {} |", row.level);
@@ -296,6 +301,7 @@ pub fn render_table(table: &PaperTable, results: &Results) -> (String, Vec<serde
                                 compared += 1;
                                 let ok = delta.abs() <= tolerance;
                                 within += usize::from(ok);
+                                out_of_tolerance |= !ok;
                                 let mark = if ok { "" } else { " ✗" };
                                 format!("{paper_text} / {:.1} / {:.1} / {delta:+.1}{mark}", b * 100.0, l * 100.0)
                             }
@@ -324,6 +330,7 @@ pub fn render_table(table: &PaperTable, results: &Results) -> (String, Vec<serde
                                 compared += 1;
                                 let ok = delta.abs() <= tolerance;
                                 within += usize::from(ok);
+                                out_of_tolerance |= !ok;
                                 let mark = if ok { "" } else { " ✗" };
                                 format!("{paper_text} / {:.2} / {delta:+.2}{mark}{note}", v * 100.0)
                             }
@@ -356,6 +363,9 @@ pub fn render_table(table: &PaperTable, results: &Results) -> (String, Vec<serde
             let _ = write!(line, " {text} |");
         }
         let _ = writeln!(md, "{line}");
+        if let Some(known) = row.known.as_ref().filter(|_| out_of_tolerance) {
+            explained.push(format!("- {} {}: {known}", row.method, row.level));
+        }
     }
     if compared > 0 {
         let _ = writeln!(
@@ -363,6 +373,10 @@ pub fn render_table(table: &PaperTable, results: &Results) -> (String, Vec<serde
             "\n{within} of {compared} compared accuracy cells within tolerance ({}).",
             table.tolerance.iter().map(|(d, t)| format!("{d} ±{t}")).collect::<Vec<_>>().join(", ")
         );
+    }
+    if !explained.is_empty() {
+        let _ =
+            writeln!(md, "\nWhat is known of the rows with cells out of tolerance (✗):\n\n{}", explained.join("\n"));
     }
     let _ = writeln!(md, "\n`·` = not run at this scale; `no data` = dataset not present.");
     (md, cells)
@@ -548,7 +562,8 @@ mod tests {
         rows = [
             { method = "A", level = "L", run = "a", paper = [94.2, 90.0, 60.0] },
             { method = "B", level = "Arb.", paper = ["-", "-", "-"] },
-            { method = "C", level = "S", run = "c", paper = [80.0, "-", 50.0], fails_below = 30.0 },
+            { method = "C", level = "S", run = "c", paper = [80.0, "-", 50.0], fails_below = 30.0, known = "C is slow" },
+            { method = "D", level = "L", run = "a", paper = [96.0, 90.0, 60.0], known = "D is different" },
         ]
     "#;
 
@@ -571,8 +586,10 @@ mod tests {
             md.contains("| C | S | 80.0 / 70.0 / 70.0 / -10.0 ✗ | - / 25.0 / 20.0 (fails, as in the paper) |"),
             "{md}"
         );
-        assert!(md.contains("1 of 2 compared accuracy cells within tolerance"), "{md}");
-        assert_eq!(cells.len(), 9);
+        assert!(md.contains("2 of 3 compared accuracy cells within tolerance"), "{md}");
+        assert!(md.contains("out of tolerance (✗):\n\n- C S: C is slow\n"), "{md}");
+        assert!(!md.contains("D is different"), "row D is within tolerance: {md}");
+        assert_eq!(cells.len(), 12);
         assert_eq!(cells[0]["delta"].as_f64().map(|d| (d * 10.0).round() / 10.0), Some(1.8));
     }
 
