@@ -1,6 +1,6 @@
 //! `cargo xtask reproduce <paper> [--scale S] [--variant V,…] [--only D,…] [--device D] [--jobs N]
 //! [--seeds 1,2,3]`: runs the grid of `experiments/<paper>/grid.toml` at a scale (with some of
-//! its variants, the code's departures from the paper), resuming finished runs, and writes
+//! its variants, alternatives to the paper's choices), resuming finished runs, and writes
 //! `reports/<paper>/<scale>[-<variant>+…]/`: one Markdown file per paper table (paper / ours / Δ),
 //! `summary.md` (missing datasets, checks, orderings), PNG figures and `results.json`.
 //!
