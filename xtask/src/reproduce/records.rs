@@ -26,9 +26,14 @@ pub struct Records {
 }
 
 impl Records {
+    /// Where `run`'s record lies under `root`.
+    fn dir(root: &Path, run: &PlannedRun) -> PathBuf {
+        root.join(format!("{}-s{}", run.key, run.seed))
+    }
+
     /// The finished record of `run`'s experiment under `root`, if there is one.
     fn find(root: &Path, run: &PlannedRun) -> Option<PathBuf> {
-        let record = root.join(format!("{}-s{}", run.key, run.seed));
+        let record = Records::dir(root, run);
         let same = std::fs::read_to_string(record.join("experiment.toml")).is_ok_and(|t| t == run.experiment);
         (same && record.join("summary.json").is_file()).then_some(record)
     }
@@ -36,10 +41,13 @@ impl Records {
     /// Copies the record of `run` into its run directory when the run is not done there and a
     /// record of the same experiment exists; returns whether it did.
     pub fn restore(&self, run: &PlannedRun) -> Result<bool> {
+        if is_done(run) {
+            return Ok(false);
+        }
         let found = [Some(&self.root), self.shared.as_ref()].into_iter().flatten().find_map(|r| Records::find(r, run));
         match found {
-            Some(record) if !is_done(run) => copy_files(&record, &run.dir).map(|()| true),
-            _ => Ok(false),
+            Some(record) => copy_files(&record, &run.dir).map(|()| true),
+            None => Ok(false),
         }
     }
 
@@ -49,7 +57,7 @@ impl Records {
         if !is_done(run) || self.shared.as_ref().is_some_and(|s| Records::find(s, run).is_some()) {
             return Ok(());
         }
-        copy_files(&run.dir, &self.root.join(format!("{}-s{}", run.key, run.seed)))
+        copy_files(&run.dir, &Records::dir(&self.root, run))
     }
 }
 

@@ -289,6 +289,14 @@ pub fn render_table(table: &PaperTable, results: &Results) -> (String, Vec<serde
             let tolerance = table.tolerance.get(&col.dataset).copied().unwrap_or(f64::INFINITY);
             let ours = row.run.as_deref().map(|r| results.ours(&col.dataset, &col.setting.id(), r));
             let (mut best, mut last, mut value) = (None, None, None);
+            // Counts a compared cell and returns its mark: " ✗" beyond the tolerance.
+            let mut judge = |delta: f64| {
+                let ok = delta.abs() <= tolerance;
+                compared += 1;
+                within += usize::from(ok);
+                out_of_tolerance |= !ok;
+                if ok { "" } else { " ✗" }
+            };
             let text = match &ours {
                 None => "-".to_string(),
                 Some(Ours::Done(o)) => match col.metric {
@@ -298,11 +306,7 @@ pub fn render_table(table: &PaperTable, results: &Results) -> (String, Vec<serde
                         match paper.value() {
                             Some(p) => {
                                 let delta = b * 100.0 - p;
-                                compared += 1;
-                                let ok = delta.abs() <= tolerance;
-                                within += usize::from(ok);
-                                out_of_tolerance |= !ok;
-                                let mark = if ok { "" } else { " ✗" };
+                                let mark = judge(delta);
                                 format!("{paper_text} / {:.1} / {:.1} / {delta:+.1}{mark}", b * 100.0, l * 100.0)
                             }
                             None => {
@@ -327,11 +331,7 @@ pub fn render_table(table: &PaperTable, results: &Results) -> (String, Vec<serde
                         match paper.value() {
                             Some(p) => {
                                 let delta = v * 100.0 - p;
-                                compared += 1;
-                                let ok = delta.abs() <= tolerance;
-                                within += usize::from(ok);
-                                out_of_tolerance |= !ok;
-                                let mark = if ok { "" } else { " ✗" };
+                                let mark = judge(delta);
                                 format!("{paper_text} / {:.2} / {delta:+.2}{mark}{note}", v * 100.0)
                             }
                             None => format!("- / {:.2}{note}", v * 100.0),
