@@ -108,6 +108,15 @@ pub struct PaperRow {
     /// What is known to make ours differ from the paper's (the spec's discrepancies, a variant
     /// that measured one); printed under the table when a cell of the row is out of tolerance.
     pub known: Option<String>,
+    /// `"Method Level"` of another row of the table whose `known` also explains this one: shown
+    /// as a pointer when that row is listed too, in full when it is not.
+    pub known_as: Option<String>,
+}
+
+impl PaperRow {
+    fn name(&self) -> String {
+        format!("{} {}", self.method, self.level).trim_end().to_string()
+    }
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -138,6 +147,17 @@ impl Expected {
         let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         let expected: Expected = toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
         for t in &expected.tables {
+            for r in &t.rows {
+                let Some(other) = &r.known_as else { continue };
+                if !t.rows.iter().any(|o| o.name() == *other && o.known.is_some()) {
+                    anyhow::bail!(
+                        "{}: table {} row {}: known_as = \"{other}\" is not a row of the table with a `known`",
+                        path.display(),
+                        t.id,
+                        r.name()
+                    );
+                }
+            }
             if let Some(r) = t.rows.iter().find(|r| r.paper.len() != t.columns.len()) {
                 anyhow::bail!(
                     "{}: table {} row {} {}: {} values for {} columns",
@@ -363,10 +383,23 @@ pub fn render_table(table: &PaperTable, results: &Results) -> (String, Vec<serde
             let _ = write!(line, " {text} |");
         }
         let _ = writeln!(md, "{line}");
-        if let Some(known) = row.known.as_ref().filter(|_| out_of_tolerance) {
-            explained.push(format!("- {} {}: {known}", row.method, row.level));
+        if out_of_tolerance {
+            explained.push(row);
         }
     }
+    let listed = |name: &str| explained.iter().any(|r| r.name() == name && r.known.is_some());
+    let explained: Vec<String> = explained
+        .iter()
+        .filter_map(|row| {
+            let text = match (&row.known, &row.known_as) {
+                (Some(known), _) => known.clone(),
+                (None, Some(other)) if listed(other) => format!("as {other}."),
+                (None, Some(other)) => table.rows.iter().find(|r| r.name() == *other)?.known.clone()?,
+                (None, None) => return None,
+            };
+            Some(format!("- {}: {text}", row.name()))
+        })
+        .collect();
     if compared > 0 {
         let _ = writeln!(
             md,
@@ -591,6 +624,64 @@ mod tests {
         assert!(!md.contains("D is different"), "row D is within tolerance: {md}");
         assert_eq!(cells.len(), 12);
         assert_eq!(cells[0]["delta"].as_f64().map(|d| (d * 10.0).round() / 10.0), Some(1.8));
+    }
+
+    #[test]
+    fn a_row_known_as_another_points_to_it_when_listed_and_quotes_it_when_not() {
+        let expected = |rows: &str| -> Expected {
+            toml::from_str(&format!(
+                r#"
+                [[tables]]
+                id = "t"
+                title = "T"
+                columns = [{{ dataset = "m", alpha = 0.1 }}]
+                tolerance = {{ m = 3.0 }}
+                rows = [{rows}]
+                "#
+            ))
+            .unwrap()
+        };
+        let runs = vec![run("m", 0.1, "a"), run("m", 0.1, "b")];
+        let outcomes = BTreeMap::from([
+            ("m-a0.1/a".to_string(), vec![outcome(0.90, 0.90)]),
+            ("m-a0.1/b".to_string(), vec![outcome(0.90, 0.90)]),
+        ]);
+        let results = Results { scale: "s", runs: &runs, outcomes, missing: BTreeMap::new() };
+        // A is off by 10 (listed), B by 20: B points to A.
+        let both = expected(
+            r#"{ method = "A", level = "L", run = "a", paper = [80.0], known = "why A" },
+               { method = "B", level = "S", run = "b", paper = [70.0], known_as = "A L" }"#,
+        );
+        let (md, _) = render_table(&both.tables[0], &results);
+        assert!(md.contains("- A L: why A\n- B S: as A L.\n"), "{md}");
+        // A within tolerance, B off: B quotes A's text.
+        let only_b = expected(
+            r#"{ method = "A", level = "L", run = "a", paper = [90.0], known = "why A" },
+               { method = "B", level = "S", run = "b", paper = [70.0], known_as = "A L" }"#,
+        );
+        let (md, _) = render_table(&only_b.tables[0], &results);
+        assert!(md.contains("out of tolerance (✗):\n\n- B S: why A\n"), "{md}");
+    }
+
+    #[test]
+    fn known_as_naming_no_explained_row_is_an_error_naming_the_file_and_row() {
+        let dir = std::env::temp_dir().join(format!("fl-known-as-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("expected.toml");
+        std::fs::write(
+            &path,
+            r#"
+            [[tables]]
+            id = "t"
+            title = "T"
+            columns = [{ dataset = "m", alpha = 0.1 }]
+            rows = [{ method = "B", level = "S", run = "b", paper = [70.0], known_as = "A L" }]
+            "#,
+        )
+        .unwrap();
+        let err = format!("{:#}", Expected::load(&path).unwrap_err());
+        assert!(err.contains("expected.toml: table t row B S: known_as = \"A L\""), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// A run that reaches 0.5 accuracy at `ttt` virtual seconds and 0.9 at `3 ttt + 1`.
