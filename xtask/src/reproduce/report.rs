@@ -393,7 +393,7 @@ pub fn render_table(table: &PaperTable, results: &Results) -> (String, Vec<serde
         .filter_map(|row| {
             let text = match (&row.known, &row.known_as) {
                 (Some(known), _) => known.clone(),
-                (None, Some(other)) if listed(other) => format!("as {other}."),
+                (None, Some(other)) if listed(other) => format!("as {}.", other.trim_end_matches('.')),
                 (None, Some(other)) => table.rows.iter().find(|r| r.name() == *other)?.known.clone()?,
                 (None, None) => return None,
             };
@@ -649,11 +649,11 @@ mod tests {
         let results = Results { scale: "s", runs: &runs, outcomes, missing: BTreeMap::new() };
         // A is off by 10 (listed), B by 20: B points to A.
         let both = expected(
-            r#"{ method = "A", level = "L", run = "a", paper = [80.0], known = "why A" },
-               { method = "B", level = "S", run = "b", paper = [70.0], known_as = "A L" }"#,
+            r#"{ method = "A", level = "L.", run = "a", paper = [80.0], known = "why A" },
+               { method = "B", level = "S", run = "b", paper = [70.0], known_as = "A L." }"#,
         );
         let (md, _) = render_table(&both.tables[0], &results);
-        assert!(md.contains("- A L: why A\n- B S: as A L.\n"), "{md}");
+        assert!(md.contains("- A L.: why A\n- B S: as A L.\n"), "{md}");
         // A within tolerance, B off: B quotes A's text.
         let only_b = expected(
             r#"{ method = "A", level = "L", run = "a", paper = [90.0], known = "why A" },
