@@ -160,11 +160,10 @@ impl Expected {
             }
             if let Some(r) = t.rows.iter().find(|r| r.paper.len() != t.columns.len()) {
                 anyhow::bail!(
-                    "{}: table {} row {} {}: {} values for {} columns",
+                    "{}: table {} row {}: {} values for {} columns",
                     path.display(),
                     t.id,
-                    r.method,
-                    r.level,
+                    r.name(),
                     r.paper.len(),
                     t.columns.len()
                 );
@@ -665,9 +664,8 @@ mod tests {
 
     #[test]
     fn known_as_naming_no_explained_row_is_an_error_naming_the_file_and_row() {
-        let dir = std::env::temp_dir().join(format!("fl-known-as-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("expected.toml");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("expected.toml");
         std::fs::write(
             &path,
             r#"
@@ -681,7 +679,6 @@ mod tests {
         .unwrap();
         let err = format!("{:#}", Expected::load(&path).unwrap_err());
         assert!(err.contains("expected.toml: table t row B S: known_as = \"A L\""), "{err}");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// A run that reaches 0.5 accuracy at `ttt` virtual seconds and 0.9 at `3 ttt + 1`.
