@@ -2,7 +2,9 @@
 //! [--seeds 1,2,3]`: runs the grid of `experiments/<paper>/grid.toml` at a scale (with some of
 //! its variants, alternatives to the paper's choices), resuming finished runs, and writes
 //! `reports/<paper>/<scale>[-<variant>+…]/`: one Markdown file per paper table (paper / ours / Δ),
-//! `summary.md` (missing datasets, checks, orderings), PNG figures and `results.json`.
+//! `summary.md` (missing datasets, checks, orderings), PNG figures and `results.json`. Seed 1
+//! alone is the papers' protocol (one run per cell); another set of seeds reports its means in
+//! `seeds-<a>-<b>…/` beneath, so that it never replaces the seed-1 report.
 //!
 //! A dataset that is not present is reported with the command that fetches it; its cells read
 //! "no data". The command fails if a run fails or a check of the grid does not hold.
@@ -135,9 +137,10 @@ pub fn run(args: &[String]) -> Result<()> {
         }
     }
     let reports = root.join("reports").join(&o.paper);
-    let report_dir = reports.join(Grid::label(&o.scale, &o.variants));
+    let label_dir = reports.join(Grid::label(&o.scale, &o.variants));
+    let report_dir = seeds_report_dir(&label_dir, &o.seeds);
     let shared = (!o.variants.is_empty()).then(|| reports.join(&o.scale).join("runs"));
-    let records = Records { root: report_dir.join("runs"), shared };
+    let records = Records { root: label_dir.join("runs"), shared };
     let mut restored = 0;
     for r in &runs {
         restored += usize::from(records.restore(r)?);
@@ -169,6 +172,15 @@ pub fn run(args: &[String]) -> Result<()> {
         bail!("{checks_failed} check(s) failed; see {}", report_dir.join("summary.md").display());
     }
     Ok(())
+}
+
+/// The report of `seeds` under a scale's (and variants') directory: that directory for seed 1
+/// alone, `seeds-<a>-<b>…/` in it otherwise.
+fn seeds_report_dir(label_dir: &std::path::Path, seeds: &[u64]) -> PathBuf {
+    match seeds {
+        [1] => label_dir.to_path_buf(),
+        _ => label_dir.join(format!("seeds-{}", seeds.iter().map(u64::to_string).collect::<Vec<_>>().join("-"))),
+    }
 }
 
 /// The datasets `fl data info` does not report present, with the command that fetches each.
@@ -284,4 +296,19 @@ fn write_report(
         println!("check {mark} {}: {}", v.what, v.detail);
     }
     Ok(checks.iter().filter(|v| v.passed == Some(false)).count())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::seeds_report_dir;
+
+    #[test]
+    fn seed_one_reports_in_the_scale_directory_and_other_seeds_beneath_it() {
+        let full = Path::new("reports/kdd23/full");
+        assert_eq!(seeds_report_dir(full, &[1]), full);
+        assert_eq!(seeds_report_dir(full, &[1, 2, 3]), full.join("seeds-1-2-3"));
+        assert_eq!(seeds_report_dir(full, &[2]), full.join("seeds-2"));
+    }
 }

@@ -6,7 +6,8 @@
 //! table's tolerance. Time columns (virtual seconds to the target accuracy, or the budget of a
 //! multiple of it) are comparable with the paper's wall-clock seconds only in shape, so each
 //! also shows its ratio to the fastest of the table's reference rows. With several seeds, ours
-//! is the mean over seeds.
+//! is the mean over the finished seeds, the best accuracy with its sample standard deviation
+//! (`96.0 ± 1.4`), and a cell missing some of its seeds says how many it has.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -196,6 +197,12 @@ fn mean(o: &[Outcome], f: impl Fn(&Outcome) -> f64) -> f64 {
     o.iter().map(f).sum::<f64>() / o.len() as f64
 }
 
+/// The sample standard deviation over seeds; None for a single seed.
+fn std_dev(o: &[Outcome], f: impl Fn(&Outcome) -> f64) -> Option<f64> {
+    let m = mean(o, &f);
+    (o.len() > 1).then(|| (o.iter().map(|x| (f(x) - m).powi(2)).sum::<f64>() / (o.len() - 1) as f64).sqrt())
+}
+
 /// Mean time to target over seeds; None if a seed never reached it.
 fn time_to_target(o: &[Outcome]) -> Option<f64> {
     let times = o.iter().map(|o| o.time_to_target_s).collect::<Option<Vec<f64>>>()?;
@@ -215,6 +222,12 @@ impl Results<'_> {
             Some(o) if !o.is_empty() => Ours::Done(o),
             _ => Ours::NotFinished,
         }
+    }
+
+    /// How many seeds of a row's run at (dataset, setting) were planned.
+    fn planned_seeds(&self, dataset: &str, setting: &str, row: &str) -> usize {
+        let key = format!("{}/{row}", group(dataset, setting));
+        self.runs.iter().filter(|r| r.key == key).count()
     }
 
     /// A row's value for an ordering at a (dataset, setting), if finished (and, for times,
@@ -307,7 +320,7 @@ pub fn render_table(table: &PaperTable, results: &Results) -> (String, Vec<serde
             };
             let tolerance = table.tolerance.get(&col.dataset).copied().unwrap_or(f64::INFINITY);
             let ours = row.run.as_deref().map(|r| results.ours(&col.dataset, &col.setting.id(), r));
-            let (mut best, mut last, mut value) = (None, None, None);
+            let (mut best, mut best_std, mut last, mut value) = (None, None, None, None);
             // Counts a compared cell and returns its mark: " ✗" beyond the tolerance.
             let mut judge = |delta: f64| {
                 let ok = delta.abs() <= tolerance;
@@ -322,11 +335,24 @@ pub fn render_table(table: &PaperTable, results: &Results) -> (String, Vec<serde
                     ColumnMetric::Accuracy => {
                         let (b, l) = (mean(o, |o| o.best_accuracy), mean(o, |o| o.final_accuracy));
                         (best, last) = (Some(b), Some(l));
+                        best_std = std_dev(o, |o| o.best_accuracy);
+                        let spread = best_std.map_or(String::new(), |s| format!(" ± {:.1}", s * 100.0));
+                        let planned =
+                            results.planned_seeds(&col.dataset, &col.setting.id(), row.run.as_deref().unwrap_or(""));
+                        let seeds = if o.len() < planned {
+                            format!(" ({} of {planned} seeds)", o.len())
+                        } else {
+                            String::new()
+                        };
                         match paper.value() {
                             Some(p) => {
                                 let delta = b * 100.0 - p;
                                 let mark = judge(delta);
-                                format!("{paper_text} / {:.1} / {:.1} / {delta:+.1}{mark}", b * 100.0, l * 100.0)
+                                format!(
+                                    "{paper_text} / {:.1}{spread} / {:.1} / {delta:+.1}{mark}{seeds}",
+                                    b * 100.0,
+                                    l * 100.0
+                                )
                             }
                             None => {
                                 let fails = row.fails_below.map(|t| b * 100.0 < t || b.is_nan());
@@ -335,7 +361,7 @@ pub fn render_table(table: &PaperTable, results: &Results) -> (String, Vec<serde
                                     Some(false) => " (works; the paper says it fails)",
                                     None => "",
                                 };
-                                format!("- / {:.1} / {:.1}{verdict}", b * 100.0, l * 100.0)
+                                format!("- / {:.1}{spread} / {:.1}{verdict}{seeds}", b * 100.0, l * 100.0)
                             }
                         }
                     }
@@ -376,6 +402,8 @@ pub fn render_table(table: &PaperTable, results: &Results) -> (String, Vec<serde
                 "method": row.method, "level": row.level, "run": row.run,
                 "dataset": col.dataset, "setting": col.setting.id(), "metric": format!("{:?}", col.metric),
                 "paper": paper.value(), "best": best.map(|b| b * 100.0), "final": last.map(|l| l * 100.0),
+                "best_std": best_std.map(|s| s * 100.0),
+                "seeds": match &ours { Some(Ours::Done(o)) => o.len(), _ => 0 },
                 "value": value,
                 "delta": best.map(|b| b * 100.0).or(value.filter(|_| !is_time)).zip(paper.value()).map(|(b, p)| b - p),
             }));
@@ -602,7 +630,15 @@ mod tests {
     #[test]
     fn cells_show_paper_best_final_and_delta_or_why_not() {
         let expected: Expected = toml::from_str(EXPECTED).unwrap();
-        let runs = vec![run("m", 0.1, "a"), run("m", 0.1, "c"), run("m", 0.5, "c"), run("c", 0.1, "a")];
+        let seed2 = |r: PlannedRun| PlannedRun { seed: 2, ..r };
+        let runs = vec![
+            run("m", 0.1, "a"),
+            seed2(run("m", 0.1, "a")),
+            run("m", 0.1, "c"),
+            seed2(run("m", 0.1, "c")),
+            run("m", 0.5, "c"),
+            run("c", 0.1, "a"),
+        ];
         let mut outcomes = BTreeMap::new();
         outcomes.insert("m-a0.1/a".to_string(), vec![outcome(0.95, 0.94), outcome(0.97, 0.96)]);
         outcomes.insert("m-a0.1/c".to_string(), vec![outcome(0.70, 0.70)]);
@@ -610,12 +646,16 @@ mod tests {
         let missing = BTreeMap::from([("c".to_string(), "fetch c".to_string())]);
         let results = Results { scale: "s", runs: &runs, outcomes, missing };
         let (md, cells) = render_table(&expected.tables[0], &results);
-        // Row A: the mean over two seeds (best 96.0, final 95.0), Δ = +1.8; α = 0.5 not run; c missing.
-        assert!(md.contains("| A | L | 94.2 / 96.0 / 95.0 / +1.8 | 90.0 / · | 60.0 / no data |"), "{md}");
+        // Row A: the mean over two seeds (best 96.0 ± √2, final 95.0), Δ = +1.8; α = 0.5 not run;
+        // c missing.
+        assert!(md.contains("| A | L | 94.2 / 96.0 ± 1.4 / 95.0 / +1.8 | 90.0 / · | 60.0 / no data |"), "{md}");
         assert!(md.contains("| B | Arb. | - | - | - |"), "{md}");
-        // Row C: Δ = −10 is beyond ±3; the paper's "-" cell fails as the paper says.
+        // Row C: Δ = −10 is beyond ±3, with one of its two seeds; the paper's "-" cell fails as the
+        // paper says.
         assert!(
-            md.contains("| C | S | 80.0 / 70.0 / 70.0 / -10.0 ✗ | - / 25.0 / 20.0 (fails, as in the paper) |"),
+            md.contains(
+                "| C | S | 80.0 / 70.0 / 70.0 / -10.0 ✗ (1 of 2 seeds) | - / 25.0 / 20.0 (fails, as in the paper) |"
+            ),
             "{md}"
         );
         assert!(md.contains("2 of 3 compared accuracy cells within tolerance"), "{md}");
@@ -623,6 +663,9 @@ mod tests {
         assert!(!md.contains("D is different"), "row D is within tolerance: {md}");
         assert_eq!(cells.len(), 12);
         assert_eq!(cells[0]["delta"].as_f64().map(|d| (d * 10.0).round() / 10.0), Some(1.8));
+        let std = cells[0]["best_std"].as_f64().unwrap();
+        assert!((std - 2f64.sqrt()).abs() < 1e-9, "sample std of 95 and 97: {std}");
+        assert_eq!(cells[0]["seeds"], 2);
     }
 
     #[test]
