@@ -1,5 +1,5 @@
 //! `cargo xtask reproduce <paper> [--scale S] [--variant V,…] [--only D,…] [--device D] [--jobs N]
-//! [--seeds 1,2,3]`: runs the grid of `experiments/<paper>/grid.toml` at a scale (with some of
+//! [--workers N] [--seeds 1,2,3]`: runs the grid of `experiments/<paper>/grid.toml` at a scale (with some of
 //! its variants, alternatives to the paper's choices), resuming finished runs, and writes
 //! `reports/<paper>/<scale>[-<variant>+…]/`: one Markdown file per paper table (paper / ours / Δ),
 //! `summary.md` (missing datasets, checks, orderings), PNG figures and `results.json`. Seed 1
@@ -35,7 +35,7 @@ use report::{Expected, Results};
 use runner::Runner;
 
 const USAGE: &str = "usage: cargo xtask reproduce <paper> [--scale smoke|reduced|full] [--variant NAME,…] [--only DATASET,…] \
-                     [--device auto|cpu|cuda] [--jobs N] [--seeds 1,2,3] [--out DIR] [--runs KEY,…] [--report-only]";
+                     [--device auto|cpu|cuda] [--jobs N] [--workers N] [--seeds 1,2,3] [--out DIR] [--runs KEY,…] [--report-only]";
 
 struct Options {
     paper: String,
@@ -44,6 +44,8 @@ struct Options {
     only: Option<Vec<String>>,
     device: String,
     jobs: usize,
+    /// Client jobs trained at once inside each run; default: the cores shared among the jobs.
+    workers: Option<usize>,
     seeds: Vec<u64>,
     out: Option<PathBuf>,
     /// Run only these runs (keys `DATASET-aALPHA/ID`); the report still covers the grid.
@@ -61,6 +63,7 @@ fn parse(args: &[String]) -> Result<Options> {
         only: None,
         device: "auto".into(),
         jobs: 1,
+        workers: None,
         seeds: vec![1],
         out: None,
         runs: None,
@@ -75,6 +78,10 @@ fn parse(args: &[String]) -> Result<Options> {
             "--device" => o.device = value()?.clone(),
             "--jobs" => {
                 o.jobs = value()?.parse().ok().filter(|&j| j > 0).context("--jobs: expected a positive integer")?
+            }
+            "--workers" => {
+                o.workers =
+                    Some(value()?.parse().ok().filter(|&w| w > 0).context("--workers: expected a positive integer")?)
             }
             "--seeds" => {
                 o.seeds = value()?
@@ -151,7 +158,8 @@ pub fn run(args: &[String]) -> Result<()> {
     let selected = |r: &PlannedRun| o.runs.as_ref().is_none_or(|keys| keys.contains(&r.key));
     let runnable: Vec<_> = runs.iter().filter(|r| !missing.contains_key(&r.dataset) && selected(r)).cloned().collect();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let runner = Runner { fl, device: o.device.clone(), jobs: o.jobs, workers: (cores / o.jobs).max(1), records };
+    let workers = o.workers.unwrap_or((cores / o.jobs).max(1));
+    let runner = Runner { fl, device: o.device.clone(), jobs: o.jobs, workers, records };
     let failed = if o.report_only { Vec::new() } else { runner.run_all(&runnable) };
     for r in &runs {
         runner.records.save(r)?;
