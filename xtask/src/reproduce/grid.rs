@@ -341,11 +341,21 @@ impl Grid {
             }
         }
         let ids: Vec<&String> = grid.rows.iter().map(|r| &r.id).chain(grid.extra.iter().map(|e| &e.id)).collect();
+        let unknown = |key: String, named: Vec<&String>| match named.into_iter().find(|r| !ids.contains(r)) {
+            Some(bad) => Err(anyhow::anyhow!("{}: {key}: `{bad}` is not a row or extra id", path.display())),
+            None => Ok(()),
+        };
+        for (i, ordering) in grid.orderings.iter().enumerate() {
+            unknown(format!("orderings[{i}].chains"), ordering.chains.iter().flatten().collect())?;
+        }
+        for (i, figure) in grid.figures.iter().enumerate() {
+            for (j, panel) in figure.panels.iter().enumerate() {
+                unknown(format!("figures[{i}].panels[{j}].runs"), panel.runs.iter().collect())?;
+            }
+        }
         for (name, variant) in &grid.variants {
             for (i, vs) in variant.sets.iter().enumerate() {
-                if let Some(bad) = vs.rows.iter().flatten().find(|r| !ids.contains(r)) {
-                    bail!("{}: variants.{name}.sets[{i}].rows: `{bad}` is not a row or extra id", path.display());
-                }
+                unknown(format!("variants.{name}.sets[{i}].rows"), vs.rows.iter().flatten().collect())?;
                 if let Some(bad) = vs.datasets.iter().flatten().find(|d| !grid.datasets.contains_key(*d)) {
                     bail!(
                         "{}: variants.{name}.sets[{i}].datasets: `{bad}` is not a dataset of the grid",
@@ -586,6 +596,23 @@ mod tests {
         std::fs::write(&path, GRID.replace(r#"rows = ["fig"]"#, r#"rows = ["gif"]"#)).unwrap();
         let err = Grid::load(&path).unwrap_err().to_string();
         assert!(err.contains("grid.toml: variants.fast.sets[0].rows: `gif` is not a row or extra id"), "{err}");
+    }
+
+    #[test]
+    fn an_ordering_or_figure_naming_an_unknown_row_is_an_error_naming_the_file_and_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("grid.toml");
+        let with = |tail: &str| {
+            std::fs::write(&path, format!("{GRID}\n{tail}")).unwrap();
+            Grid::load(&path).map(|_| ()).map_err(|e| e.to_string())
+        };
+        assert_eq!(with("[[orderings]]\nwhat = \"o\"\nchains = [[\"a-l\", \"fig\"]]"), Ok(()));
+        let err = with("[[orderings]]\nwhat = \"o\"\nchains = [[\"a-l\", \"a-s\"]]").unwrap_err();
+        assert!(err.contains("grid.toml: orderings[0].chains: `a-s` is not a row or extra id"), "{err}");
+        let figure = "[[figures]]\nfile = \"f.png\"\ntitle = \"F\"\nmetrics = [\"accuracy\"]\n\
+                      panels = [{ dataset = \"d\", alpha = 0.1, runs = [\"a-l\", \"gif\"] }]";
+        let err = with(figure).unwrap_err();
+        assert!(err.contains("grid.toml: figures[0].panels[0].runs: `gif` is not a row or extra id"), "{err}");
     }
 
     #[test]
