@@ -422,7 +422,7 @@ pub fn render_table(table: &PaperTable, results: &Results) -> (String, Vec<serde
                 (Some(known), _) => known.clone(),
                 (None, Some(other)) if listed(other) => format!("as {}.", other.trim_end_matches('.')),
                 (None, Some(other)) => table.rows.iter().find(|r| r.name() == *other)?.known.clone()?,
-                (None, None) => return None,
+                (None, None) => "not explained: expected.toml gives this row no `known`.".to_string(),
             };
             Some(format!("- {}: {text}", row.name()))
         })
@@ -703,6 +703,10 @@ mod tests {
         );
         let (md, _) = render_table(&only_b.tables[0], &results);
         assert!(md.contains("out of tolerance (✗):\n\n- B S: why A\n"), "{md}");
+        // B off with nothing said of it: listed as not explained, never left out.
+        let silent = expected(r#"{ method = "B", level = "S", run = "b", paper = [70.0] }"#);
+        let (md, _) = render_table(&silent.tables[0], &results);
+        assert!(md.contains("- B S: not explained: expected.toml gives this row no `known`.\n"), "{md}");
     }
 
     #[test]
