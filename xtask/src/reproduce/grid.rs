@@ -218,6 +218,9 @@ pub struct Ordering {
     /// In how many of the (chain, setting) cells the ordering must hold to pass.
     #[serde(default)]
     pub holds_in: Quorum,
+    /// Why it fails where it does, when that has been measured: shown under a failing ordering.
+    #[serde(default)]
+    pub known: Option<String>,
 }
 
 /// How many cells an ordering must hold in: `every` one, or `most` (more than half), for a

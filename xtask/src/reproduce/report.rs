@@ -558,11 +558,11 @@ pub fn evaluate_orderings(grid: &Grid, results: &Results) -> Vec<Verdict> {
             if !broken.is_empty() {
                 let _ = write!(detail, "; not in: {}", broken.join("; "));
             }
-            Verdict {
-                what: ordering.what.clone(),
-                passed: (total > 0).then_some(ordering.holds_in.met(holds, total)),
-                detail,
+            let passed = (total > 0).then_some(ordering.holds_in.met(holds, total));
+            if let (Some(false), Some(known)) = (passed, &ordering.known) {
+                let _ = write!(detail, ". Known: {known}");
             }
+            Verdict { what: ordering.what.clone(), passed, detail }
         })
         .collect()
 }
@@ -794,6 +794,7 @@ mod tests {
             what = "a ≥ b, mostly"
             chains = [["a", "b"]]
             holds_in = "most"
+            known = "b is the code's"
             "#,
         )
         .unwrap();
@@ -815,8 +816,10 @@ mod tests {
         assert_eq!(v[0].passed, Some(false));
         assert!(v[0].detail.starts_with("holds in 1 of 2; not in: m-a0.5 (a 80.0, b 90.0)"), "{}", v[0].detail);
         assert_eq!(v[1].passed, Some(false), "half is not most: {}", v[1].detail);
+        assert!(v[1].detail.ends_with("m-a0.5 (a 80.0, b 90.0). Known: b is the code's"), "{}", v[1].detail);
         let v = verdicts(&[(0.1, 0.9, 0.8), (0.2, 0.9, 0.8), (0.3, 0.7, 0.8)]);
         assert_eq!(v[1].passed, Some(true), "{}", v[1].detail);
         assert!(v[1].detail.starts_with("holds in 2 of 3 (needs more than half)"), "{}", v[1].detail);
+        assert!(!v[1].detail.contains("Known"), "a passing ordering needs no explanation: {}", v[1].detail);
     }
 }
