@@ -218,7 +218,8 @@ pub struct Ordering {
     /// In how many of the (chain, setting) cells the ordering must hold to pass.
     #[serde(default)]
     pub holds_in: Quorum,
-    /// Why it fails where it does, when that has been measured: shown under a failing ordering.
+    /// Why it fails where it does, when that has been measured: appended to its detail when it
+    /// fails, never when it holds.
     #[serde(default)]
     pub known: Option<String>,
 }
