@@ -46,12 +46,14 @@ pub struct Variant {
     pub sets: Vec<VariantSet>,
 }
 
-/// Keys a variant lays over the runs of `rows` (row or extra ids; default all) on `datasets`
-/// (default all).
+/// Keys a variant lays over the runs of `rows` (row or extra ids; default all) but
+/// `except_rows` on `datasets` (default all).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VariantSet {
     pub rows: Option<Vec<String>>,
+    #[serde(default)]
+    pub except_rows: Vec<String>,
     pub datasets: Option<Vec<String>>,
     pub set: Table,
 }
@@ -59,6 +61,7 @@ pub struct VariantSet {
 impl VariantSet {
     fn applies(&self, dataset: &str, id: &str) -> bool {
         self.rows.as_ref().is_none_or(|r| r.iter().any(|r| r == id))
+            && !self.except_rows.iter().any(|r| r == id)
             && self.datasets.as_ref().is_none_or(|d| d.iter().any(|d| d == dataset))
     }
 }
@@ -360,6 +363,7 @@ impl Grid {
         for (name, variant) in &grid.variants {
             for (i, vs) in variant.sets.iter().enumerate() {
                 unknown(format!("variants.{name}.sets[{i}].rows"), vs.rows.iter().flatten().collect())?;
+                unknown(format!("variants.{name}.sets[{i}].except_rows"), vs.except_rows.iter().collect())?;
                 if let Some(bad) = vs.datasets.iter().flatten().find(|d| !grid.datasets.contains_key(*d)) {
                     bail!(
                         "{}: variants.{name}.sets[{i}].datasets: `{bad}` is not a dataset of the grid",
@@ -594,12 +598,28 @@ mod tests {
     }
 
     #[test]
+    fn a_variant_set_skips_its_except_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("base.toml"), "name = \"x\"\n[scheduler]\nrounds = 200\n").unwrap();
+        let grid: Grid = toml::from_str(&GRID.replace(r#"rows = ["fig"]"#, r#"except_rows = ["a-l"]"#)).unwrap();
+        let runs = grid.plan("full", &["fast".into()], &["d".into()], &[1], dir.path(), Path::new("/out")).unwrap();
+        for r in &runs {
+            let exp: Table = toml::from_str(&r.experiment).unwrap();
+            let lr = exp.get("trainer").and_then(|t| t.get("lr")).and_then(|v| v.as_float());
+            assert_eq!(lr, (r.id == "fig").then_some(0.5), "{}", r.key);
+        }
+    }
+
+    #[test]
     fn a_variant_naming_an_unknown_row_is_an_error_naming_the_file_and_key() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("grid.toml");
         std::fs::write(&path, GRID.replace(r#"rows = ["fig"]"#, r#"rows = ["gif"]"#)).unwrap();
         let err = Grid::load(&path).unwrap_err().to_string();
         assert!(err.contains("grid.toml: variants.fast.sets[0].rows: `gif` is not a row or extra id"), "{err}");
+        std::fs::write(&path, GRID.replace(r#"rows = ["fig"]"#, r#"except_rows = ["gif"]"#)).unwrap();
+        let err = Grid::load(&path).unwrap_err().to_string();
+        assert!(err.contains("grid.toml: variants.fast.sets[0].except_rows: `gif` is not a row or extra id"), "{err}");
     }
 
     #[test]
