@@ -11,8 +11,9 @@
 //! Deliberate choices (spec §8), each switchable: regions are a static seeded random
 //! partition (`partition = "code-argsort"` reproduces the code); local training masks
 //! gradients (`trainer.masking = "zero-init-only"` reproduces the code); RAM-Fed weighs the
-//! correction by 1/Γ as in the paper (`correction = "n"` gives the code's rule); the code's
-//! aliasing bug and off-by-one (spec §3.4 b, c) are not reproduced.
+//! correction by 1/Γ as in the paper (`correction = "n"` gives the code's rule) and keeps one
+//! memory per client (`memory = "code-shared"` reproduces the code's aliasing bug, spec §3.4 b).
+//! The code's off-by-one complement (§3.4 c) is not reproduced: it crashes the code at S-Arb.
 
 mod levels;
 mod maskable;
@@ -25,7 +26,7 @@ mod top_magnitude;
 
 pub use levels::{FirstRound, Level, LevelRule, MixDraw};
 pub use oap_aggregator::ZeroUncoveredConfig;
-pub use ram_fed::{Correction, RamFed, RamFedConfig};
+pub use ram_fed::{Correction, Memory, RamFed, RamFedConfig};
 pub use region_policy::{Choice, RegionPolicy, RegionPolicyConfig, typep_regions};
 pub use regions::{Granularity, PartitionKind};
 pub use top_magnitude::{Importance, TopMagnitude, TopMagnitudeConfig};

@@ -6,6 +6,12 @@
 //! `θ ← θ + S_U / N + Cr ⊘ max(Γ, 1)` (the paper, `correction = "gamma"`) or
 //! `θ ← θ + S_U / N + Cr / N` (the code's MIFA-style rule, `correction = "n"`), then
 //! `U_n ← m_n ⊙ d_n + (1 − m_n) ⊙ U_n`. Memories start at 0, so a first full round is FedAvg.
+//!
+//! `memory = "code-shared"` reproduces the released code's aliasing bug (spec §3.4 b): every
+//! client's slot is the same list, so there is one memory `M`, refreshed client after client in
+//! id order (`M ← m_n ⊙ d_n + (1 − m_n) ⊙ M`), and client n contributes `θ + M` as it stands
+//! after its own refresh; `θ ← θ + mean_n M_after_n`. A coordinate nobody trains then moves by
+//! the whole of its latest update, every round until somebody trains it again.
 
 use fl_core::registry::{Builder, Component, defaults_of};
 use fl_core::tch::{Kind, Tensor};
@@ -23,10 +29,36 @@ pub enum Correction {
     N,
 }
 
+/// Where the stored updates live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Memory {
+    /// One memory per client (the paper, eq. 4).
+    #[default]
+    PerClient,
+    /// One memory every client shares, as the released code's aliased list makes it (spec
+    /// §3.4 b). It is the code's rule, a mean over the clients, so it goes with
+    /// `correction = "n"`.
+    CodeShared,
+}
+
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RamFedConfig {
     pub correction: Correction,
+    pub memory: Memory,
+}
+
+impl RamFedConfig {
+    /// Messages of the form `"key: what is wrong"`.
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        if self.memory == Memory::CodeShared && self.correction != Correction::N {
+            return Err("correction: memory = \"code-shared\" is the code's rule, a mean over the clients; \
+                        set correction = \"n\""
+                .into());
+        }
+        Ok(())
+    }
 }
 
 /// Per-client memory and its running sum.
@@ -41,15 +73,20 @@ impl RamFed {
         RamFed { cfg, memory: Vec::new(), memory_sum: None }
     }
 
-    /// Client `n`'s stored update (`None`: still zero).
+    /// Client `n`'s stored update (`None`: still zero); the one shared memory under `code-shared`.
     pub fn memory(&self, n: usize) -> Option<&ParamSet> {
-        self.memory.get(n).and_then(Option::as_ref)
+        self.memory.get(self.slot(n)).and_then(Option::as_ref)
     }
 
-    /// Sets a client's stored update (tests and warm starts).
+    /// Sets a client's stored update (tests and warm starts); under `code-shared`, every client's.
     pub fn set_memory(&mut self, n: usize, u: ParamSet) {
+        let n = self.slot(n);
         self.ensure_clients(n + 1);
         let old = self.memory[n].replace(u.shallow_clone());
+        if self.cfg.memory == Memory::CodeShared {
+            return;
+        }
+        // The per-client rule needs Σ_n U_n every round; keep it current instead of re-summing.
         let sum = self.memory_sum.take().unwrap_or_else(|| u.zeros_like());
         let sum = match old {
             Some(old) => sum.add(&u).sub(&old),
@@ -58,10 +95,43 @@ impl RamFed {
         self.memory_sum = Some(sum);
     }
 
+    fn slot(&self, n: usize) -> usize {
+        match self.cfg.memory {
+            Memory::PerClient => n,
+            Memory::CodeShared => 0,
+        }
+    }
+
     fn ensure_clients(&mut self, n: usize) {
         if self.memory.len() < n {
             self.memory.resize_with(n, || None);
         }
+    }
+
+    /// The code's step with one shared memory: clients refresh it in id order, whatever order
+    /// their updates came in, and each contributes the memory as it stands after its refresh.
+    fn aggregate_shared(&mut self, global: &ParamSet, updates: &[ClientUpdate]) -> Result<ParamSet> {
+        if updates.is_empty() {
+            return Err(Error::invalid("ram-fed: memory = \"code-shared\" has no update to average"));
+        }
+        let shapes = global.shapes();
+        let device = global.tensors()[0].device();
+        let mut in_order: Vec<&ClientUpdate> = updates.iter().collect();
+        in_order.sort_by_key(|u| u.client);
+        let mut shared = self.memory(0).map_or_else(|| global.zeros_like(), ParamSet::shallow_clone);
+        let mut contributions = global.zeros_like();
+        for u in in_order {
+            let m = u.mask.dense(&shapes, device);
+            let mut i = 0;
+            shared = u.delta.zip_map(&shared, |d, s| {
+                let out = d + s * (1.0 - &m[i]);
+                i += 1;
+                out
+            });
+            contributions = contributions.add(&shared);
+        }
+        self.set_memory(0, shared);
+        Ok(global.add(&contributions.scale(1.0 / updates.len() as f64)))
     }
 }
 
@@ -71,6 +141,9 @@ impl Aggregator for RamFed {
         self.ensure_clients(n);
         if let Some(u) = updates.iter().find(|u| u.client >= n) {
             return Err(Error::invalid(format!("ram-fed: update from client {} of {n}", u.client)));
+        }
+        if self.cfg.memory == Memory::CodeShared {
+            return self.aggregate_shared(global, updates);
         }
         let shapes = global.shapes();
         let device = global.tensors()[0].device();
@@ -124,7 +197,7 @@ inventory::submit! {
         summary: "RAM-Fed: coverage-weighted fresh updates plus every client's stored update (memory)",
         paper: "Wang et al., KDD 2023",
         defaults: defaults_of::<RamFedConfig>,
-        build: Builder::Aggregator(|p| Ok(Box::new(RamFed::new(p.parse()?)))),
+        build: Builder::Aggregator(|p| Ok(Box::new(RamFed::new(p.parse_valid(RamFedConfig::validate)?)))),
         origin: module_path!(),
     }
 }

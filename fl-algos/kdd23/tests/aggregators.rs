@@ -4,9 +4,10 @@
 //! m₁ = [1,1,0,0], m₂ = [0,1,1,0], m₃ = [0,1,0,0] (Γ = [1,3,1,0]);
 //! d₁ = [−.3,−.6,0,0], d₂ = [0,.3,.9,0], d₃ = [0,−.3,0,0];
 //! RAM-Fed memory before the round U₁ = [.1,.1,.1,.1], U₂ = [.2,.2,.2,.2], U₃ = [0,0,0,.3].
+//! The code's shared memory (spec §3.4 b) has one M before the round, M = [.1,.1,.1,.1].
 
 use fl_algo_baselines::{CoverageMean, CoverageMeanConfig, Uncovered, Weighting};
-use fl_algo_kdd23::{Correction, RamFed, RamFedConfig};
+use fl_algo_kdd23::{Correction, Memory, RamFed, RamFedConfig};
 use fl_core::registry::{Builder, Kind, Params, Registry};
 use fl_core::tch::Tensor;
 use fl_core::{AggregateCtx, Aggregator, ClientUpdate, Mask, ParamSet, Staleness};
@@ -54,7 +55,7 @@ fn assert_close(got: &[f32], want: &[f32]) {
 }
 
 fn with_memory(correction: Correction) -> RamFed {
-    let mut agg = RamFed::new(RamFedConfig { correction });
+    let mut agg = RamFed::new(RamFedConfig { correction, memory: Memory::PerClient });
     agg.set_memory(0, set(&[0.1, 0.1, 0.1, 0.1]));
     agg.set_memory(1, set(&[0.2, 0.2, 0.2, 0.2]));
     agg.set_memory(2, set(&[0.0, 0.0, 0.0, 0.3]));
@@ -113,4 +114,48 @@ fn ram_fed_with_empty_memory_and_full_masks_is_fedavg() {
     let ctx = AggregateCtx { version: 0, num_clients: 3, now: 0, staleness: &fresh };
     let out = values(&agg.aggregate(&set(&[1.0, 2.0, 3.0, 4.0]), &ups, &ctx).unwrap());
     assert_close(&out, &[0.9, 1.8, 3.3, 4.0]);
+}
+
+fn shared_memory() -> RamFed {
+    let mut agg = RamFed::new(RamFedConfig { correction: Correction::N, memory: Memory::CodeShared });
+    agg.set_memory(0, set(&[0.1, 0.1, 0.1, 0.1]));
+    agg
+}
+
+#[test]
+fn ram_fed_code_shared_memory() {
+    // Clients refresh M in turn: M₁ = [−.3,−.6,.1,.1], M₂ = [−.3,.3,.9,.1], M₃ = [−.3,−.3,.9,.1];
+    // θ + (M₁ + M₂ + M₃)/3 = [1,2,3,4] + [−.9,−.6,1.9,.3]/3. Coordinate 4, trained by nobody,
+    // moves by the whole stored update, and coordinate 3 weighs client 2's update 2/3.
+    let mut agg = shared_memory();
+    assert_close(&run(&mut agg), &[0.7, 1.8, 3.633_333_3, 4.1]);
+    for n in 0..3 {
+        assert_close(&values(agg.memory(n).unwrap()), &[-0.3, -0.3, 0.9, 0.1]);
+    }
+}
+
+#[test]
+fn ram_fed_code_shared_memory_refreshes_in_client_order() {
+    let fresh = vec![Staleness { versions: 0, seconds: 0.0, weight: 1.0 }; 3];
+    let ctx = AggregateCtx { version: 0, num_clients: 3, now: 0, staleness: &fresh };
+    let mut reversed = updates();
+    reversed.reverse();
+    let mut agg = shared_memory();
+    let out = values(&agg.aggregate(&set(&[1.0, 2.0, 3.0, 4.0]), &reversed, &ctx).unwrap());
+    assert_close(&out, &[0.7, 1.8, 3.633_333_3, 4.1]);
+}
+
+#[test]
+fn ram_fed_code_shared_memory_needs_the_codes_correction() {
+    let registry = Registry::get().unwrap();
+    let c = registry.component(Kind::Aggregator, "ram-fed", "test", "aggregator").unwrap();
+    let Builder::Aggregator(build) = c.build else { unreachable!("registry keys builders by kind") };
+    let table = |text: &str| -> fl_core::toml::Table { fl_core::toml::from_str(text).unwrap() };
+    let err = build(&Params::new("exp.toml", "aggregator", table("memory = \"code-shared\"")))
+        .err()
+        .expect("code-shared with the paper's 1/Γ is refused")
+        .to_string();
+    assert!(err.contains("exp.toml") && err.contains("aggregator.correction") && err.contains("\"n\""), "{err}");
+    let shared = table("memory = \"code-shared\"\ncorrection = \"n\"");
+    assert!(build(&Params::new("exp.toml", "aggregator", shared)).is_ok());
 }
