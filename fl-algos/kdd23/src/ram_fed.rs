@@ -122,17 +122,22 @@ impl RamFed {
         let mut contributions = global.zeros_like();
         for u in in_order {
             let m = u.mask.dense(&shapes, device);
-            let mut i = 0;
-            shared = u.delta.zip_map(&shared, |d, s| {
-                let out = d + s * (1.0 - &m[i]);
-                i += 1;
-                out
-            });
+            shared = refreshed(&u.delta, &shared, &m);
             contributions = contributions.add(&shared);
         }
         self.set_memory(0, shared);
         Ok(global.add(&contributions.scale(1.0 / updates.len() as f64)))
     }
+}
+
+/// A memory after a client's update: `m ⊙ d + (1 − m) ⊙ U`; `d` is zero outside the mask already.
+fn refreshed(delta: &ParamSet, stored: &ParamSet, mask: &[Tensor]) -> ParamSet {
+    let mut i = 0;
+    delta.zip_map(stored, |d, s| {
+        let out = d + s * (1.0 - &mask[i]);
+        i += 1;
+        out
+    })
 }
 
 impl Aggregator for RamFed {
@@ -150,7 +155,7 @@ impl Aggregator for RamFed {
         let zeros = || global.zeros_like();
         let mut gamma: Vec<Tensor> = shapes.iter().map(|s| Tensor::zeros(&s[..], (Kind::Float, device))).collect();
         let mut correction = zeros();
-        let mut refreshed = Vec::with_capacity(updates.len());
+        let mut refreshed_memories = Vec::with_capacity(updates.len());
         for u in updates {
             let m = u.mask.dense(&shapes, device);
             for (g, mi) in gamma.iter_mut().zip(&m) {
@@ -165,13 +170,7 @@ impl Aggregator for RamFed {
                 out
             });
             correction = correction.add(&fresh_minus_stored);
-            let mut i = 0;
-            let new_memory = u.delta.zip_map(&stored, |d, s| {
-                let out = d + s * (1.0 - &m[i]);
-                i += 1;
-                out
-            });
-            refreshed.push((u.client, new_memory));
+            refreshed_memories.push((u.client, refreshed(&u.delta, &stored, &m)));
         }
         let stale_mean = self.memory_sum.as_ref().map_or_else(zeros, |s| s.scale(1.0 / n as f64));
         let mut i = 0;
@@ -184,7 +183,7 @@ impl Aggregator for RamFed {
             out
         });
         let next = global.add(&stale_mean).add(&correction);
-        for (client, u) in refreshed {
+        for (client, u) in refreshed_memories {
             self.set_memory(client, u);
         }
         Ok(next)

@@ -43,9 +43,14 @@ fn updates() -> Vec<ClientUpdate> {
 }
 
 fn run(agg: &mut dyn Aggregator) -> Vec<f32> {
-    let fresh = vec![Staleness { versions: 0, seconds: 0.0, weight: 1.0 }; 3];
+    run_with(agg, &updates())
+}
+
+/// One round from θ = [1, 2, 3, 4] with these updates, all fresh.
+fn run_with(agg: &mut dyn Aggregator, ups: &[ClientUpdate]) -> Vec<f32> {
+    let fresh = vec![Staleness { versions: 0, seconds: 0.0, weight: 1.0 }; ups.len()];
     let ctx = AggregateCtx { version: 0, num_clients: 3, now: 0, staleness: &fresh };
-    values(&agg.aggregate(&set(&[1.0, 2.0, 3.0, 4.0]), &updates(), &ctx).unwrap())
+    values(&agg.aggregate(&set(&[1.0, 2.0, 3.0, 4.0]), ups, &ctx).unwrap())
 }
 
 fn assert_close(got: &[f32], want: &[f32]) {
@@ -110,10 +115,7 @@ fn ram_fed_with_empty_memory_and_full_masks_is_fedavg() {
     for u in &mut ups {
         u.mask = Mask::Full;
     }
-    let fresh = vec![Staleness { versions: 0, seconds: 0.0, weight: 1.0 }; 3];
-    let ctx = AggregateCtx { version: 0, num_clients: 3, now: 0, staleness: &fresh };
-    let out = values(&agg.aggregate(&set(&[1.0, 2.0, 3.0, 4.0]), &ups, &ctx).unwrap());
-    assert_close(&out, &[0.9, 1.8, 3.3, 4.0]);
+    assert_close(&run_with(&mut agg, &ups), &[0.9, 1.8, 3.3, 4.0]);
 }
 
 fn shared_memory() -> RamFed {
@@ -136,13 +138,9 @@ fn ram_fed_code_shared_memory() {
 
 #[test]
 fn ram_fed_code_shared_memory_refreshes_in_client_order() {
-    let fresh = vec![Staleness { versions: 0, seconds: 0.0, weight: 1.0 }; 3];
-    let ctx = AggregateCtx { version: 0, num_clients: 3, now: 0, staleness: &fresh };
     let mut reversed = updates();
     reversed.reverse();
-    let mut agg = shared_memory();
-    let out = values(&agg.aggregate(&set(&[1.0, 2.0, 3.0, 4.0]), &reversed, &ctx).unwrap());
-    assert_close(&out, &[0.7, 1.8, 3.633_333_3, 4.1]);
+    assert_close(&run_with(&mut shared_memory(), &reversed), &[0.7, 1.8, 3.633_333_3, 4.1]);
 }
 
 #[test]
