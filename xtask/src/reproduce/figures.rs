@@ -177,6 +177,7 @@ mod tests {
         )
         .unwrap();
         let outcome = |t: Option<f64>| Outcome {
+            seed: 1,
             best_accuracy: 0.9,
             final_accuracy: 0.9,
             final_loss: 0.1,

@@ -167,7 +167,7 @@ pub fn run(args: &[String]) -> Result<()> {
 
     let mut outcomes: BTreeMap<String, Vec<Outcome>> = BTreeMap::new();
     for r in runs.iter().filter(|r| runner::is_done(r)) {
-        outcomes.entry(r.key.clone()).or_default().push(Outcome::read(&r.dir)?);
+        outcomes.entry(r.key.clone()).or_default().push(Outcome::read(&r.dir, r.seed)?);
     }
     let results = Results { scale: &o.scale, runs: &runs, outcomes, missing };
     let checks_failed = write_report(&grid, &expected, &results, &o, &report_dir)?;
@@ -269,7 +269,7 @@ fn write_report(
         .runs
         .iter()
         .map(|r| {
-            let o = runner::is_done(r).then(|| Outcome::read(&r.dir).ok()).flatten();
+            let o = runner::is_done(r).then(|| Outcome::read(&r.dir, r.seed).ok()).flatten();
             let status = if results.missing.contains_key(&r.dataset) {
                 "missing-data"
             } else if runner::is_done(r) {

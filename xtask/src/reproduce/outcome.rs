@@ -18,6 +18,8 @@ pub struct Point {
 /// A finished run's results.
 #[derive(Debug, Clone)]
 pub struct Outcome {
+    /// The seed of the planned run it came from.
+    pub seed: u64,
     pub best_accuracy: f64,
     pub final_accuracy: f64,
     pub final_loss: f64,
@@ -31,8 +33,8 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    /// Reads `dir`; a run without `summary.json` has not finished.
-    pub fn read(dir: &Path) -> Result<Outcome> {
+    /// Reads `dir`, the run of `seed`; a run without `summary.json` has not finished.
+    pub fn read(dir: &Path, seed: u64) -> Result<Outcome> {
         let summary_path = dir.join("summary.json");
         let text =
             std::fs::read_to_string(&summary_path).with_context(|| format!("reading {}", summary_path.display()))?;
@@ -41,6 +43,7 @@ impl Outcome {
         // NaN is written as null.
         let number = |key: &str| summary[key].as_f64().unwrap_or(f64::NAN);
         Ok(Outcome {
+            seed,
             best_accuracy: number("best_accuracy"),
             final_accuracy: number("final_accuracy"),
             final_loss: number("final_loss"),
@@ -126,8 +129,8 @@ mod tests {
             "{\"diagnostics\":{\"tau\":1},\"event\":\"eval\"}\n{\"diagnostics\":{\"tau\":2,\"gamma_star\":10},\"event\":\"eval\"}\n",
         )
         .unwrap();
-        let o = Outcome::read(p).unwrap();
-        assert_eq!((o.best_accuracy, o.final_accuracy, o.wall_time_s), (0.9, 0.8, 3.5));
+        let o = Outcome::read(p, 7).unwrap();
+        assert_eq!((o.seed, o.best_accuracy, o.final_accuracy, o.wall_time_s), (7, 0.9, 0.8, 3.5));
         assert!(o.final_loss.is_nan() && o.diverged());
         assert_eq!(o.curve[0], Point { version: 0.0, time_s: 1.0, accuracy: 0.1, loss: 2.3 });
         assert_eq!(o.time_to_target_s, Some(2.0));
@@ -139,7 +142,7 @@ mod tests {
     #[test]
     fn an_unfinished_run_is_an_error_naming_the_file() {
         let dir = tempfile::tempdir().unwrap();
-        let err = format!("{:#}", Outcome::read(dir.path()).unwrap_err());
+        let err = format!("{:#}", Outcome::read(dir.path(), 1).unwrap_err());
         assert!(err.contains("summary.json"), "{err}");
     }
 }

@@ -7,7 +7,8 @@
 //! multiple of it) are comparable with the paper's wall-clock seconds only in shape, so each
 //! also shows its ratio to the fastest of the table's reference rows. With several seeds, ours
 //! is the mean over the finished seeds, the best accuracy with its sample standard deviation
-//! (`96.0 ± 1.4`), and a cell missing some of its seeds says how many it has.
+//! (`96.0 ± 1.4`), and a cell missing some of its seeds says how many it has. An ordering
+//! compares a chain's rows over the seeds all of them finished, so on the same partition draws.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -230,16 +231,40 @@ impl Results<'_> {
         self.runs.iter().filter(|r| r.key == key).count()
     }
 
-    /// A row's value for an ordering at a (dataset, setting), if finished (and, for times,
-    /// if the target was reached).
-    fn value(&self, metric: OrderMetric, dataset: &str, setting: &str, row: &str) -> Option<f64> {
-        match self.ours(dataset, setting, row) {
-            Ours::Done(o) => match metric {
-                OrderMetric::BestAccuracy => Some(mean(o, |o| o.best_accuracy)),
-                OrderMetric::TimeToTarget => time_to_target(o),
-            },
-            _ => None,
+    /// A chain's values for an ordering at a (dataset, setting), each the mean over the seeds
+    /// every row of the chain finished (and, for times, reached the target on), so that rows are
+    /// compared on the same partition draws; also those seeds. None if some row has none.
+    fn chain_values(
+        &self,
+        metric: OrderMetric,
+        dataset: &str,
+        setting: &str,
+        chain: &[String],
+    ) -> Option<(Vec<f64>, Vec<u64>)> {
+        let rows: Vec<&[Outcome]> = chain
+            .iter()
+            .map(|row| match self.ours(dataset, setting, row) {
+                Ours::Done(o) => Some(o),
+                _ => None,
+            })
+            .collect::<Option<_>>()?;
+        let mut shared: Vec<u64> = rows[0].iter().map(|o| o.seed).collect();
+        shared.retain(|s| rows.iter().all(|o| o.iter().any(|o| o.seed == *s)));
+        shared.sort_unstable();
+        if shared.is_empty() {
+            return None;
         }
+        let values = rows
+            .iter()
+            .map(|o| {
+                let on_shared: Vec<Outcome> = o.iter().filter(|o| shared.contains(&o.seed)).cloned().collect();
+                match metric {
+                    OrderMetric::BestAccuracy => Some(mean(&on_shared, |o| o.best_accuracy)),
+                    OrderMetric::TimeToTarget => time_to_target(&on_shared),
+                }
+            })
+            .collect::<Option<_>>()?;
+        Some((values, shared))
     }
 }
 
@@ -531,11 +556,7 @@ pub fn evaluate_orderings(grid: &Grid, results: &Results) -> Vec<Verdict> {
             let (mut holds, mut total, mut broken) = (0, 0, Vec::new());
             for chain in &ordering.chains {
                 for (dataset, setting) in &settings {
-                    let Some(values) = chain
-                        .iter()
-                        .map(|row| results.value(ordering.metric, dataset, setting, row))
-                        .collect::<Option<Vec<f64>>>()
-                    else {
+                    let Some((values, seeds)) = results.chain_values(ordering.metric, dataset, setting, chain) else {
                         continue;
                     };
                     total += 1;
@@ -547,7 +568,14 @@ pub fn evaluate_orderings(grid: &Grid, results: &Results) -> Vec<Verdict> {
                         holds += 1;
                     } else {
                         let shown: Vec<String> = chain.iter().zip(&values).map(|(r, v)| show(r, v)).collect();
-                        broken.push(format!("{} ({})", group(dataset, setting), shown.join(", ")));
+                        let on = match seeds.len() {
+                            1 => String::new(),
+                            _ => format!(
+                                " over seeds {}",
+                                seeds.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+                            ),
+                        };
+                        broken.push(format!("{}{on} ({})", group(dataset, setting), shown.join(", ")));
                     }
                 }
             }
@@ -603,6 +631,7 @@ mod tests {
 
     fn outcome(best: f64, last: f64) -> Outcome {
         Outcome {
+            seed: 1,
             best_accuracy: best,
             final_accuracy: last,
             final_loss: 0.1,
@@ -821,5 +850,23 @@ mod tests {
         assert_eq!(v[1].passed, Some(true), "{}", v[1].detail);
         assert!(v[1].detail.starts_with("holds in 2 of 3 (needs more than half)"), "{}", v[1].detail);
         assert!(!v[1].detail.contains("Known"), "a passing ordering needs no explanation: {}", v[1].detail);
+
+        // Rows are compared on the seeds both finished: a's mean over seeds 1 and 2 (0.85) would
+        // beat b, but on seed 1 alone b is ahead; with seed 3 for both, over seeds 1 and 3.
+        let seeded = |seed: u64, best: f64| Outcome { seed, ..outcome(best, best) };
+        let compare = |a: Vec<Outcome>, b: Vec<Outcome>| {
+            let runs = vec![run("m", 0.1, "a"), run("m", 0.1, "b")];
+            let outcomes = BTreeMap::from([("m-a0.1/a".to_string(), a), ("m-a0.1/b".to_string(), b)]);
+            let results = Results { scale: "s", runs: &runs, outcomes, missing: BTreeMap::new() };
+            evaluate_orderings(&grid, &results)
+        };
+        let v = compare(vec![seeded(1, 0.80), seeded(2, 0.90)], vec![seeded(1, 0.82)]);
+        assert!(v[0].detail.starts_with("holds in 0 of 1; not in: m-a0.1 (a 80.0, b 82.0)"), "{}", v[0].detail);
+        let v =
+            compare(vec![seeded(1, 0.80), seeded(2, 0.90), seeded(3, 0.70)], vec![seeded(3, 0.78), seeded(1, 0.82)]);
+        assert!(v[0].detail.contains("m-a0.1 over seeds 1, 3 (a 75.0, b 80.0)"), "{}", v[0].detail);
+        // No seed in common: nothing to compare.
+        let v = compare(vec![seeded(2, 0.90)], vec![seeded(1, 0.82)]);
+        assert_eq!((v[0].passed, v[0].detail.as_str()), (None, "holds in 0 of 0"));
     }
 }

@@ -88,7 +88,7 @@ impl Runner {
             let tail = last_lines(&log_path, 5);
             anyhow::bail!("{status}; log {}:\n{tail}", log_path.display());
         }
-        let outcome = super::outcome::Outcome::read(&run.dir)?;
+        let outcome = super::outcome::Outcome::read(&run.dir, run.seed)?;
         self.records.save(run)?;
         Ok(format!(
             "best {:.4}, final {:.4}, {:.0} s",
