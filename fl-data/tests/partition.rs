@@ -1,7 +1,7 @@
 //! Properties of the partitioners on random label vectors: every sample goes to exactly one
 //! client, the same seed gives the same split, and each scheme's own promise holds (even
 //! sizes, the Dirichlet limit α → ∞, label-aligned shards, the even-share cap, min_samples,
-//! the local train share).
+//! the local train share, a recorded draw replayed).
 
 mod common;
 
@@ -17,7 +17,7 @@ fn rng(seed: u64) -> Rng {
 }
 
 fn dirichlet(alpha: f64, min_samples: usize, cap: Cap) -> Dirichlet {
-    Dirichlet { cfg: DirichletConfig { alpha, min_samples, cap, max_draws: 1000, local_train_share: 1.0 } }
+    Dirichlet { cfg: DirichletConfig { alpha, min_samples, cap, ..DirichletConfig::default() } }
 }
 
 /// Asserts the `Partitioner` contract: `clients` lists, each sorted, together a permutation of
@@ -166,6 +166,43 @@ proptest! {
         }
     }
 
+    /// A recorded draw replayed on a pool of any size: every sample goes to exactly one client,
+    /// a client never gets a label it did not record, and each client's count of a label is
+    /// its recorded count scaled to the pool, within one sample.
+    #[test]
+    fn dirichlet_replays_recorded_counts_in_proportion_on_any_pool(
+        (labels, classes) in labels_strategy(),
+        clients in 1usize..8,
+        recorded in prop::collection::vec(prop::collection::vec(0u64..50, 12), 8),
+        seed in any::<u64>(),
+    ) {
+        // Client j records count recorded[j][k] of label k; client 0 holds every label at least once.
+        let counts: Vec<Vec<[u64; 2]>> = (0..clients)
+            .map(|j| {
+                (0..classes as u64)
+                    .map(|k| [k, recorded[j][k as usize] + u64::from(j == 0)])
+                    .filter(|[_, c]| *c > 0)
+                    .collect()
+            })
+            .collect();
+        let d = Dirichlet { cfg: DirichletConfig { counts: Some(counts.clone()), min_samples: 0, ..DirichletConfig::default() } };
+        let parts = d.partition(&labels, classes as i64, clients, &mut rng(seed)).unwrap();
+        assert_exact_cover(&parts, labels.len(), clients);
+        let hist = histograms(&parts, &labels, classes);
+        let wanted = |j: usize, k: usize| counts[j].iter().find(|[l, _]| *l == k as u64).map_or(0, |[_, c]| *c) as f64;
+        for (j, h) in hist.iter().enumerate() {
+            for (k, &got) in h.iter().enumerate() {
+                let nk = labels.iter().filter(|&&l| l == k as i64).count() as f64;
+                let total: f64 = (0..clients).map(|i| wanted(i, k)).sum();
+                let expected = nk * wanted(j, k) / total;
+                prop_assert!((got as f64 - expected).abs() < 1.0, "client {j} label {k}: {got} against {expected}");
+                if wanted(j, k) == 0.0 {
+                    prop_assert_eq!(got, 0);
+                }
+            }
+        }
+    }
+
     /// When every class fills a whole number of shards, each shard holds one label, so a client
     /// sees at most `shards_per_client` labels, and holds exactly that many shards' samples.
     #[test]
@@ -222,7 +259,13 @@ fn impossible_requests_are_clear_errors() {
     // One class and a tiny α: nearly every draw puts everything on one client.
     let one_class = vec![0i64; 100];
     let d = Dirichlet {
-        cfg: DirichletConfig { alpha: 1e-3, min_samples: 10, cap: Cap::None, max_draws: 20, local_train_share: 1.0 },
+        cfg: DirichletConfig {
+            alpha: 1e-3,
+            min_samples: 10,
+            cap: Cap::None,
+            max_draws: 20,
+            ..DirichletConfig::default()
+        },
     };
     let err = d.partition(&one_class, 1, 5, &mut rng(0)).unwrap_err().to_string();
     assert!(err.contains("after 20 draws") && err.contains("min_samples = 10"), "{err}");
@@ -260,4 +303,40 @@ fn registered_partitioners_parse_their_parameters_strictly() {
     assert!(err.contains("alpha"), "{err}");
     let err = build_partitioner("shards", "shards_per_client = 0").err().unwrap().to_string();
     assert!(err.contains("partition.shards_per_client"), "{err}");
+}
+
+#[test]
+fn dirichlet_replays_a_recorded_draw_exactly_on_a_pool_of_its_size() {
+    // The pool holds exactly the recorded samples per label: the counts come back as recorded,
+    // and the local train share keeps ⌊share · n_j⌋ of each.
+    let labels: Vec<i64> = (0..60).map(|i| i64::from(i % 3 != 0) + i64::from(i % 3 == 2)).collect();
+    let counts = vec![vec![[0, 15], [2, 1]], vec![[1, 20], [0, 5]], vec![[2, 19]]];
+    let d = Dirichlet { cfg: DirichletConfig { counts: Some(counts), min_samples: 10, ..DirichletConfig::default() } };
+    let parts = d.partition(&labels, 3, 3, &mut rng(4)).unwrap();
+    assert_exact_cover(&parts, 60, 3);
+    assert_eq!(histograms(&parts, &labels, 3), vec![vec![15, 0, 1], vec![5, 20, 0], vec![0, 0, 19]]);
+    let local = Dirichlet { cfg: DirichletConfig { local_train_share: 0.5, ..d.cfg.clone() } };
+    let kept = local.partition(&labels, 3, 3, &mut rng(4)).unwrap();
+    assert_eq!(kept.iter().map(Vec::len).collect::<Vec<_>>(), vec![8, 12, 9]);
+}
+
+#[test]
+fn a_recorded_draw_that_does_not_fit_is_a_clear_error() {
+    let labels: Vec<i64> = (0..30).map(|i| i % 3).collect();
+    let replay = |counts: Vec<Vec<[u64; 2]>>, clients: usize| {
+        let d =
+            Dirichlet { cfg: DirichletConfig { counts: Some(counts), min_samples: 0, ..DirichletConfig::default() } };
+        d.partition(&labels, 3, clients, &mut rng(0)).unwrap_err().to_string()
+    };
+    let err = replay(vec![vec![[0, 10], [1, 10], [2, 10]]], 2);
+    assert!(err.contains("counts: records 1 clients, the experiment has 2"), "{err}");
+    let err = replay(vec![vec![[0, 10], [1, 10]]], 1);
+    assert!(err.contains("counts: no client holds label 2, which has 10 samples"), "{err}");
+    let err = replay(vec![vec![[0, 10], [1, 10], [2, 5], [3, 1]]], 1);
+    assert!(err.contains("counts: label 3 is outside 0..3"), "{err}");
+    let err =
+        build_partitioner("dirichlet", "min_samples = 10\ncounts = [[[0, 4], [1, 5]]]").err().unwrap().to_string();
+    assert!(err.contains("`partition.counts[0]`: client 0 holds 9 samples, fewer than min_samples = 10"), "{err}");
+    let err = build_partitioner("dirichlet", "counts = [[[0, 40], [0, 5]]]").err().unwrap().to_string();
+    assert!(err.contains("`partition.counts[0]`: label 0 is listed twice"), "{err}");
 }

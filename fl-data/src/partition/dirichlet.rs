@@ -25,6 +25,15 @@
 //! chosen at random (0.84 there), and the rest belong to no client. The minimum applies to the
 //! whole draw, before the split, as in PFLlib.
 //!
+//! `counts` replays a draw made elsewhere instead of drawing: per client, the `[label, count]`
+//! pairs a published partition records (PFLlib's `config.json`, "Size of samples for labels in
+//! clients"), so a run can train on the authors' client mixes when their files cannot be had.
+//! Each class's shuffled indices are cut in those counts; on a pool of another size (the same
+//! mixes over a different split) each class is cut in proportion to them, the remainders going
+//! to the largest fractional parts, so every sample still goes to exactly one client. `alpha`
+//! then only records the α of the draw, and `min_samples` is checked against the counts;
+//! `local_train_share` applies as after a draw.
+//!
 //! Edge case: for tiny α every Gamma draw of the eligible clients can underflow to 0 in f64.
 //! The Dirichlet then tends to a one-hot vector at a uniformly random coordinate, and that is
 //! what we use (numpy would produce NaN proportions).
@@ -63,11 +72,20 @@ pub struct DirichletConfig {
     pub max_draws: usize,
     /// The share of each client's samples it keeps (1: all of them).
     pub local_train_share: f64,
+    /// A recorded draw to replay instead of drawing: per client, `[label, count]` pairs.
+    pub counts: Option<Vec<Vec<[u64; 2]>>>,
 }
 
 impl Default for DirichletConfig {
     fn default() -> Self {
-        DirichletConfig { alpha: 0.5, min_samples: 10, cap: Cap::EvenShare, max_draws: 1000, local_train_share: 1.0 }
+        DirichletConfig {
+            alpha: 0.5,
+            min_samples: 10,
+            cap: Cap::EvenShare,
+            max_draws: 1000,
+            local_train_share: 1.0,
+            counts: None,
+        }
     }
 }
 
@@ -81,6 +99,22 @@ impl DirichletConfig {
         }
         if !(self.local_train_share > 0.0 && self.local_train_share <= 1.0) {
             return Err(format!("local_train_share: expected a share in (0, 1], got {}", self.local_train_share));
+        }
+        if let Some(counts) = &self.counts {
+            for (j, client) in counts.iter().enumerate() {
+                let total: u64 = client.iter().map(|[_, c]| c).sum();
+                if total < self.min_samples as u64 {
+                    return Err(format!(
+                        "counts[{j}]: client {j} holds {total} samples, fewer than min_samples = {}",
+                        self.min_samples
+                    ));
+                }
+                let mut labels: Vec<u64> = client.iter().map(|[l, _]| *l).collect();
+                labels.sort_unstable();
+                if let Some(w) = labels.windows(2).find(|w| w[0] == w[1]) {
+                    return Err(format!("counts[{j}]: label {} is listed twice", w[0]));
+                }
+            }
         }
         Ok(())
     }
@@ -148,6 +182,42 @@ impl Dirichlet {
         parts
     }
 
+    /// The recorded draw `counts` over this pool: each class's shuffled indices cut in the
+    /// recorded counts, or in proportion to them when the class holds another number of samples.
+    fn replay(counts: &[Vec<[u64; 2]>], by_class: &[Vec<i64>], rng: &mut Rng) -> Result<Vec<Vec<i64>>> {
+        let mut parts: Vec<Vec<i64>> = vec![Vec::new(); counts.len()];
+        for (k, class) in by_class.iter().enumerate() {
+            let wanted: Vec<u64> =
+                counts.iter().map(|c| c.iter().find(|[l, _]| *l == k as u64).map_or(0, |[_, n]| *n)).collect();
+            let total: u64 = wanted.iter().sum();
+            let nk = class.len() as u64;
+            if total == 0 {
+                if nk > 0 {
+                    return Err(Error::invalid(format!(
+                        "dirichlet partition: counts: no client holds label {k}, which has {nk} samples"
+                    )));
+                }
+                continue;
+            }
+            // Proportional shares, floored; the remainders to the largest fractional parts.
+            let mut share: Vec<u64> = wanted.iter().map(|&w| w * nk / total).collect();
+            let mut order: Vec<usize> = (0..wanted.len()).collect();
+            order.sort_by_key(|&j| std::cmp::Reverse(wanted[j] * nk % total));
+            let left = nk - share.iter().sum::<u64>();
+            for &j in order.iter().take(left as usize) {
+                share[j] += 1;
+            }
+            let mut idx = class.clone();
+            idx.shuffle(rng);
+            let mut start = 0;
+            for (part, n) in parts.iter_mut().zip(share) {
+                part.extend_from_slice(&idx[start..start + n as usize]);
+                start += n as usize;
+            }
+        }
+        Ok(parts)
+    }
+
     /// Each client's random `local_train_share` of its samples.
     fn keep_local_train(&self, mut parts: Vec<Vec<i64>>, rng: &mut Rng) -> Vec<Vec<i64>> {
         let share = self.cfg.local_train_share;
@@ -175,6 +245,19 @@ impl Partitioner for Dirichlet {
         for (i, &l) in labels.iter().enumerate() {
             by_class[l as usize].push(i as i64);
         }
+        if let Some(counts) = &self.cfg.counts {
+            if counts.len() != clients {
+                return Err(Error::invalid(format!(
+                    "dirichlet partition: counts: records {} clients, the experiment has {clients}",
+                    counts.len()
+                )));
+            }
+            if let Some([l, _]) = counts.iter().flatten().find(|[l, _]| *l >= classes as u64) {
+                return Err(Error::invalid(format!("dirichlet partition: counts: label {l} is outside 0..{classes}")));
+            }
+            let parts = Self::replay(counts, &by_class, rng)?;
+            return Ok(sorted(self.keep_local_train(parts, rng)));
+        }
         let gamma =
             Gamma::new(self.cfg.alpha, 1.0).map_err(|e| Error::invalid(format!("dirichlet partition: alpha: {e}")))?;
         let mut best = 0;
@@ -198,7 +281,7 @@ impl Partitioner for Dirichlet {
 inventory::submit! {
     Component {
         name: "dirichlet",
-        summary: "label skew: per-class Dirichlet(alpha) proportions over clients, PFNM cap and min_samples redraws",
+        summary: "label skew: per-class Dirichlet(alpha) proportions over clients, PFNM cap and min_samples redraws; or a recorded draw's per-client label counts",
         paper: "Hsu, Qi and Brown, Measuring the Effects of Non-Identical Data Distribution for Federated Visual Classification, 2019",
         defaults: defaults_of::<DirichletConfig>,
         build: Builder::Partitioner(|p| Ok(Box::new(Dirichlet { cfg: p.parse_valid(DirichletConfig::validate)? }))),

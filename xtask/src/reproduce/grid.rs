@@ -47,7 +47,7 @@ pub struct Variant {
 }
 
 /// Keys a variant lays over the runs of `rows` (row or extra ids; default all) but
-/// `except_rows` on `datasets` (default all).
+/// `except_rows` on `datasets` and at `settings` (setting ids such as `a0.1`; default all).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VariantSet {
@@ -55,14 +55,16 @@ pub struct VariantSet {
     #[serde(default)]
     pub except_rows: Vec<String>,
     pub datasets: Option<Vec<String>>,
+    pub settings: Option<Vec<String>>,
     pub set: Table,
 }
 
 impl VariantSet {
-    fn applies(&self, dataset: &str, id: &str) -> bool {
+    fn applies(&self, dataset: &str, setting: &str, id: &str) -> bool {
         self.rows.as_ref().is_none_or(|r| r.iter().any(|r| r == id))
             && !self.except_rows.iter().any(|r| r == id)
             && self.datasets.as_ref().is_none_or(|d| d.iter().any(|d| d == dataset))
+            && self.settings.as_ref().is_none_or(|s| s.iter().any(|s| s == setting))
     }
 }
 
@@ -370,6 +372,22 @@ impl Grid {
                         path.display()
                     );
                 }
+                let in_scope = |d: &&String| vs.datasets.as_ref().is_none_or(|ds| ds.contains(d));
+                let mut known: Vec<String> = Vec::new();
+                for (d, entry) in grid.datasets.iter().filter(|(d, _)| in_scope(d)) {
+                    known.extend(entry.all_settings().into_iter().map(|s| s.id));
+                    for r in grid.extra.iter().filter_map(|e| e.datasets.get(d)) {
+                        known.push(grid.resolve(d, r)?.id);
+                    }
+                }
+                known.dedup();
+                if let Some(bad) = vs.settings.iter().flatten().find(|s| !known.contains(s)) {
+                    bail!(
+                        "{}: variants.{name}.sets[{i}].settings: `{bad}` is not a setting of its datasets ({})",
+                        path.display(),
+                        known.join(", ")
+                    );
+                }
             }
         }
         Ok(grid)
@@ -465,7 +483,8 @@ impl Grid {
                     exp.insert("name".into(), Value::String(format!("{}-{group}-{id}-s{seed}", self.paper)));
                     exp.insert("seed".into(), Value::Integer(seed as i64));
                     exp.insert("method".into(), Value::String(method.into()));
-                    let variant_layers = variant_sets.iter().filter(|v| v.applies(dataset, id)).map(|v| &v.set);
+                    let variant_layers =
+                        variant_sets.iter().filter(|v| v.applies(dataset, &setting.id, id)).map(|v| &v.set);
                     let layers = [Some(&setting.set), Some(set), Some(&scale.set), scale_set].into_iter().flatten();
                     for layer in layers.chain(variant_layers) {
                         for (key, value) in layer {
@@ -536,6 +555,9 @@ mod tests {
         [variants.short]
         what = "fewer rounds"
         sets = [{ datasets = ["d"], set = { "scheduler.rounds" = 3 } }]
+        [variants.at-half]
+        what = "one setting's own key"
+        sets = [{ settings = ["a0.5"], set = { "partition.counts" = [[[0, 1]]] } }]
     "#;
 
     fn plan_variant(scale: &str, variants: &[String]) -> Vec<PlannedRun> {
@@ -594,7 +616,24 @@ mod tests {
         assert_eq!(fig["trainer"]["lr"].as_float(), Some(0.5));
         assert!(both[0].dir.starts_with("/out/full-fast+short"));
         let grid: Grid = toml::from_str(GRID).unwrap();
-        assert!(grid.variant("slow").unwrap_err().to_string().contains("this grid has: fast, short"));
+        assert!(grid.variant("slow").unwrap_err().to_string().contains("this grid has: at-half, fast, short"));
+    }
+
+    #[test]
+    fn a_variant_set_naming_settings_applies_at_those_settings_only() {
+        let runs = plan_variant("full", &["at-half".into()]);
+        for r in &runs {
+            let exp: Table = toml::from_str(&r.experiment).unwrap();
+            assert_eq!(exp["partition"].get("counts").is_some(), r.setting == "a0.5", "{}", r.key);
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("grid.toml");
+        std::fs::write(&path, GRID.replace(r#"settings = ["a0.5"]"#, r#"settings = ["a0.7"]"#)).unwrap();
+        let err = Grid::load(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("grid.toml: variants.at-half.sets[0].settings: `a0.7` is not a setting of its datasets (a0.1, a0.5, a0.3)"),
+            "{err}"
+        );
     }
 
     #[test]
