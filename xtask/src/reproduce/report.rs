@@ -440,13 +440,23 @@ pub fn render_table(table: &PaperTable, results: &Results) -> (String, Vec<serde
         }
     }
     let listed = |name: &str| explained.iter().any(|r| r.name() == name && r.known.is_some());
+    // A text borrowed from a row that is not listed is written out once, under the first row that
+    // borrows it; the others point there.
+    let mut written_under: Vec<(&str, String)> = Vec::new();
     let explained: Vec<String> = explained
         .iter()
         .filter_map(|row| {
             let text = match (&row.known, &row.known_as) {
                 (Some(known), _) => known.clone(),
                 (None, Some(other)) if listed(other) => format!("as {}.", other.trim_end_matches('.')),
-                (None, Some(other)) => table.rows.iter().find(|r| r.name() == *other)?.known.clone()?,
+                (None, Some(other)) => match written_under.iter().find(|(o, _)| o == other) {
+                    Some((_, first)) => format!("as {}.", first.trim_end_matches('.')),
+                    None => {
+                        let text = table.rows.iter().find(|r| r.name() == *other)?.known.clone()?;
+                        written_under.push((other.as_str(), row.name()));
+                        text
+                    }
+                },
                 (None, None) => "not explained: expected.toml gives this row no `known`.".to_string(),
             };
             Some(format!("- {}: {text}", row.name()))
@@ -712,10 +722,11 @@ mod tests {
             ))
             .unwrap()
         };
-        let runs = vec![run("m", 0.1, "a"), run("m", 0.1, "b")];
+        let runs = vec![run("m", 0.1, "a"), run("m", 0.1, "b"), run("m", 0.1, "c")];
         let outcomes = BTreeMap::from([
             ("m-a0.1/a".to_string(), vec![outcome(0.90, 0.90)]),
             ("m-a0.1/b".to_string(), vec![outcome(0.90, 0.90)]),
+            ("m-a0.1/c".to_string(), vec![outcome(0.90, 0.90)]),
         ]);
         let results = Results { scale: "s", runs: &runs, outcomes, missing: BTreeMap::new() };
         // A is off by 10 (listed), B by 20: B points to A.
@@ -725,13 +736,14 @@ mod tests {
         );
         let (md, _) = render_table(&both.tables[0], &results);
         assert!(md.contains("- A L.: why A\n- B S: as A L.\n"), "{md}");
-        // A within tolerance, B off: B quotes A's text.
-        let only_b = expected(
+        // A within tolerance, B and C off: B quotes A's text, C points to B.
+        let b_and_c = expected(
             r#"{ method = "A", level = "L", run = "a", paper = [90.0], known = "why A" },
-               { method = "B", level = "S", run = "b", paper = [70.0], known_as = "A L" }"#,
+               { method = "B", level = "S", run = "b", paper = [70.0], known_as = "A L" },
+               { method = "C", level = "S", run = "c", paper = [70.0], known_as = "A L" }"#,
         );
-        let (md, _) = render_table(&only_b.tables[0], &results);
-        assert!(md.contains("out of tolerance (✗):\n\n- B S: why A\n"), "{md}");
+        let (md, _) = render_table(&b_and_c.tables[0], &results);
+        assert!(md.contains("out of tolerance (✗):\n\n- B S: why A\n- C S: as B S.\n"), "{md}");
         // B off with nothing said of it: listed as not explained, never left out.
         let silent = expected(r#"{ method = "B", level = "S", run = "b", paper = [70.0] }"#);
         let (md, _) = render_table(&silent.tables[0], &results);
