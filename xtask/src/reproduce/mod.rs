@@ -146,8 +146,8 @@ pub fn run(args: &[String]) -> Result<()> {
     let reports = root.join("reports").join(&o.paper);
     let label_dir = reports.join(Grid::label(&o.scale, &o.variants));
     let report_dir = seeds_report_dir(&label_dir, &o.seeds);
-    let shared = (!o.variants.is_empty()).then(|| reports.join(&o.scale).join("runs"));
-    let records = Records { root: label_dir.join("runs"), shared };
+    let records =
+        Records { root: label_dir.join("runs"), shared: records::shared_roots(&reports, &o.scale, &o.variants) };
     let mut restored = 0;
     for r in &runs {
         restored += usize::from(records.restore(r)?);

@@ -3,8 +3,8 @@
 //! finished run (experiment, summary, per-evaluation metrics, events). They are committed with
 //! the report, so a grid too large for one session or machine is completed over several: a
 //! planned run with a record of the same experiment is restored instead of run again, and
-//! `--report-only` rebuilds the report anywhere. A variant's runs that are the scale's own
-//! are restored from, and left in, the scale's records.
+//! `--report-only` rebuilds the report anywhere. A run that a set of variants leaves as a
+//! smaller set (or the scale alone) has it is restored from, and left in, that set's records.
 
 use std::path::{Path, PathBuf};
 
@@ -21,8 +21,37 @@ const FILES: [&str; 7] =
 
 pub struct Records {
     pub root: PathBuf,
-    /// The scale's records, when these are a variant's: read, never written.
-    pub shared: Option<PathBuf>,
+    /// The records of the scale alone and of smaller sets of the same variants, when these are
+    /// a variant set's: read, never written.
+    pub shared: Vec<PathBuf>,
+}
+
+/// The records under `reports` that a run of `scale` with `variants` may share: those of the
+/// scale alone and of every smaller set of the same variants that has a report directory
+/// (`<scale>-<v1>+<v2>…`, in any order). A record is only restored for the same experiment, so
+/// sharing never mixes runs; it saves running again what the extra variants leave unchanged.
+pub fn shared_roots(reports: &Path, scale: &str, variants: &[String]) -> Vec<PathBuf> {
+    if variants.is_empty() {
+        return Vec::new();
+    }
+    let smaller = |name: &str| {
+        if name == scale {
+            return true;
+        }
+        let Some(set) = name.strip_prefix(scale).and_then(|rest| rest.strip_prefix('-')) else { return false };
+        let set: Vec<&str> = set.split('+').collect();
+        set.len() < variants.len() && set.iter().all(|v| variants.iter().any(|w| w == v))
+    };
+    let mut roots: Vec<PathBuf> = std::fs::read_dir(reports)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_str().is_some_and(smaller))
+        .map(|e| e.path().join("runs"))
+        .filter(|r| r.is_dir())
+        .collect();
+    roots.sort();
+    roots
 }
 
 impl Records {
@@ -44,17 +73,17 @@ impl Records {
         if is_done(run) {
             return Ok(false);
         }
-        let found = [Some(&self.root), self.shared.as_ref()].into_iter().flatten().find_map(|r| Records::find(r, run));
+        let found = std::iter::once(&self.root).chain(&self.shared).find_map(|r| Records::find(r, run));
         match found {
             Some(record) => copy_files(&record, &run.dir).map(|()| true),
             None => Ok(false),
         }
     }
 
-    /// Keeps the record of `run` if it is done (replacing an older record), unless the shared
+    /// Keeps the record of `run` if it is done (replacing an older record), unless shared
     /// records already hold it.
     pub fn save(&self, run: &PlannedRun) -> Result<()> {
-        if !is_done(run) || self.shared.as_ref().is_some_and(|s| Records::find(s, run).is_some()) {
+        if !is_done(run) || self.shared.iter().any(|s| Records::find(s, run).is_some()) {
             return Ok(());
         }
         copy_files(&run.dir, &Records::dir(&self.root, run))
@@ -81,7 +110,7 @@ mod tests {
     #[test]
     fn a_saved_run_is_restored_into_an_empty_run_directory_only_for_the_same_experiment() {
         let tmp = tempfile::tempdir().unwrap();
-        let records = Records { root: tmp.path().join("records"), shared: None };
+        let records = Records { root: tmp.path().join("records"), shared: Vec::new() };
         let first = PlannedRun::example(&tmp.path().join("a"), "seed = 1\n");
         std::fs::create_dir_all(&first.dir).unwrap();
         for (name, text) in [("experiment.toml", "seed = 1\n"), ("summary.json", "{}"), ("metrics.csv", "v\n1\n")] {
@@ -106,7 +135,7 @@ mod tests {
     #[test]
     fn an_unfinished_run_leaves_no_record() {
         let tmp = tempfile::tempdir().unwrap();
-        let records = Records { root: tmp.path().join("records"), shared: None };
+        let records = Records { root: tmp.path().join("records"), shared: Vec::new() };
         let run = PlannedRun::example(&tmp.path().join("a"), "seed = 1\n");
         std::fs::create_dir_all(&run.dir).unwrap();
         std::fs::write(run.dir.join("experiment.toml"), "seed = 1\n").unwrap();
@@ -117,8 +146,8 @@ mod tests {
     #[test]
     fn a_variant_restores_the_scales_records_and_keeps_only_its_own() {
         let tmp = tempfile::tempdir().unwrap();
-        let scale = Records { root: tmp.path().join("full"), shared: None };
-        let variant = Records { root: tmp.path().join("full-v"), shared: Some(scale.root.clone()) };
+        let scale = Records { root: tmp.path().join("full"), shared: Vec::new() };
+        let variant = Records { root: tmp.path().join("full-v"), shared: vec![scale.root.clone()] };
         let finish = |run: &PlannedRun| {
             std::fs::create_dir_all(&run.dir).unwrap();
             std::fs::write(run.dir.join("experiment.toml"), &run.experiment).unwrap();
@@ -139,5 +168,24 @@ mod tests {
         variant.save(&changed).unwrap();
         assert!(variant.root.join("d-a0.1/x-s1/summary.json").is_file());
         assert!(!scale.restore(&PlannedRun::example(&tmp.path().join("r"), "lr = 2\n")).unwrap(), "never written");
+    }
+
+    #[test]
+    fn a_variant_set_shares_the_records_of_the_scale_and_of_its_smaller_sets_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        for dir in ["full", "full-a", "full-b+a", "full-a+b", "full-a+c", "full-c", "fuller-a", "reduced", "full-d"] {
+            std::fs::create_dir_all(tmp.path().join(dir).join("runs")).unwrap();
+        }
+        std::fs::create_dir_all(tmp.path().join("full-b")).unwrap(); // no records yet
+        let names = |variants: &[&str]| -> Vec<String> {
+            let variants: Vec<String> = variants.iter().map(|v| v.to_string()).collect();
+            shared_roots(tmp.path(), "full", &variants)
+                .iter()
+                .map(|r| r.parent().unwrap().file_name().unwrap().to_string_lossy().into_owned())
+                .collect()
+        };
+        assert_eq!(names(&["a", "b"]), ["full", "full-a"], "not itself (in either order), nor other sets");
+        assert_eq!(names(&["b", "a", "c"]), ["full", "full-a", "full-a+b", "full-a+c", "full-b+a", "full-c"]);
+        assert!(names(&[]).is_empty(), "the scale alone shares nothing");
     }
 }
