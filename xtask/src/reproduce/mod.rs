@@ -153,7 +153,9 @@ pub fn run(args: &[String]) -> Result<()> {
         restored += usize::from(records.restore(r)?);
     }
     if restored > 0 {
-        println!("{restored} finished run(s) restored from {}", records.root.display());
+        let from: Vec<String> =
+            std::iter::once(&records.root).chain(&records.shared).map(|r| r.display().to_string()).collect();
+        println!("{restored} finished run(s) restored from the records in {}", from.join(", "));
     }
     let selected = |r: &PlannedRun| o.runs.as_ref().is_none_or(|keys| keys.contains(&r.key));
     let runnable: Vec<_> = runs.iter().filter(|r| !missing.contains_key(&r.dataset) && selected(r)).cloned().collect();
