@@ -3,8 +3,9 @@
 //! finished run (experiment, summary, per-evaluation metrics, events). They are committed with
 //! the report, so a grid too large for one session or machine is completed over several: a
 //! planned run with a record of the same experiment is restored instead of run again, and
-//! `--report-only` rebuilds the report anywhere. A run that a set of variants leaves as a
-//! smaller set (or the scale alone) has it is restored from, and left in, that set's records.
+//! `--report-only` rebuilds the report anywhere. A variant set's run that is the same
+//! experiment as one of the scale alone, or of a smaller set of the same variants, is restored
+//! from, and left in, that set's records.
 
 use std::path::{Path, PathBuf};
 
