@@ -153,8 +153,7 @@ pub fn run(args: &[String]) -> Result<()> {
         restored += usize::from(records.restore(r)?);
     }
     if restored > 0 {
-        let from: Vec<String> =
-            std::iter::once(&records.root).chain(&records.shared).map(|r| r.display().to_string()).collect();
+        let from: Vec<String> = records.dirs().map(|r| r.display().to_string()).collect();
         println!("{restored} finished run(s) restored from the records in {}", from.join(", "));
     }
     let selected = |r: &PlannedRun| o.runs.as_ref().is_none_or(|keys| keys.contains(&r.key));

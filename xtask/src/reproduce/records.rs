@@ -56,6 +56,11 @@ pub fn shared_roots(reports: &Path, scale: &str, variants: &[String]) -> Vec<Pat
 }
 
 impl Records {
+    /// Every directory a record may be restored from, its own first.
+    pub fn dirs(&self) -> impl Iterator<Item = &PathBuf> {
+        std::iter::once(&self.root).chain(&self.shared)
+    }
+
     /// Where `run`'s record lies under `root`.
     fn dir(root: &Path, run: &PlannedRun) -> PathBuf {
         root.join(format!("{}-s{}", run.key, run.seed))
@@ -74,7 +79,7 @@ impl Records {
         if is_done(run) {
             return Ok(false);
         }
-        let found = std::iter::once(&self.root).chain(&self.shared).find_map(|r| Records::find(r, run));
+        let found = self.dirs().find_map(|r| Records::find(r, run));
         match found {
             Some(record) => copy_files(&record, &run.dir).map(|()| true),
             None => Ok(false),
