@@ -1,6 +1,7 @@
 //! `cargo xtask reproduce <paper> [--scale S] [--variant V,…] [--only D,…] [--device D] [--jobs N]
-//! [--workers N] [--seeds 1,2,3]`: runs the grid of `experiments/<paper>/grid.toml` at a scale (with some of
-//! its variants, alternatives to the paper's choices), resuming finished runs, and writes
+//! [--workers N] [--seeds 1,2,3] [--emit slurm DIR]`: runs the grid of
+//! `experiments/<paper>/grid.toml` at a scale (with some of its variants, alternatives to the
+//! paper's choices), resuming finished runs, and writes
 //! `reports/<paper>/<scale>[-<variant>+…]/`: one Markdown file per paper table (paper / ours / Δ),
 //! `summary.md` (missing datasets, checks, orderings), PNG figures and `results.json`. Seed 1
 //! alone is the papers' protocol (one run per cell); another set of seeds reports its means in
@@ -11,6 +12,10 @@
 //! `--report-only` writes the report from the runs finished so far and runs nothing; `--runs`
 //! runs a slice of the grid. Finished runs are also kept as records in the report's `runs/`
 //! (see `records`), from which a later reproduction, on any machine, resumes.
+//!
+//! `--emit slurm DIR` runs nothing either: it writes the runs that are still to run as a Slurm
+//! job array into DIR (see `slurm`), to submit with `sbatch DIR/job.sbatch`; the same command
+//! with `--report-only` then collects the runs finished on the cluster, recording them too.
 
 mod figures;
 mod grid;
@@ -18,6 +23,7 @@ mod outcome;
 mod records;
 mod report;
 mod runner;
+mod slurm;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -33,10 +39,12 @@ use outcome::Outcome;
 use records::Records;
 use report::{Expected, Results};
 use runner::Runner;
+use slurm::SlurmArray;
 
 const USAGE: &str = "usage: cargo xtask reproduce <paper> [--scale smoke|reduced|full] [--variant NAME,…] [--only DATASET,…] \
-                     [--device auto|cpu|cuda] [--jobs N] [--workers N] [--seeds 1,2,3] [--out DIR] [--runs KEY,…] [--report-only]";
+                     [--device auto|cpu|cuda] [--jobs N] [--workers N] [--seeds 1,2,3] [--out DIR] [--runs KEY,…] [--report-only] [--emit slurm DIR]";
 
+#[derive(Debug)]
 struct Options {
     paper: String,
     scale: String,
@@ -51,6 +59,8 @@ struct Options {
     /// Run only these runs (keys `DATASET-aALPHA/ID`); the report still covers the grid.
     runs: Option<Vec<String>>,
     report_only: bool,
+    /// Write the pending runs as a Slurm job array into this directory instead of running them.
+    emit_slurm: Option<PathBuf>,
 }
 
 fn parse(args: &[String]) -> Result<Options> {
@@ -68,6 +78,7 @@ fn parse(args: &[String]) -> Result<Options> {
         out: None,
         runs: None,
         report_only: false,
+        emit_slurm: None,
     };
     while let Some(flag) = it.next() {
         let mut value = || it.next().with_context(|| format!("{flag}: expected a value\n{USAGE}"));
@@ -92,8 +103,18 @@ fn parse(args: &[String]) -> Result<Options> {
             "--out" => o.out = Some(PathBuf::from(value()?)),
             "--runs" => o.runs = Some(value()?.split(',').map(str::to_string).collect()),
             "--report-only" => o.report_only = true,
+            "--emit" => {
+                let kind = value()?;
+                if kind != "slurm" {
+                    bail!("--emit: unknown kind `{kind}`; the accepted value is `slurm` (`--emit slurm DIR`)");
+                }
+                o.emit_slurm = Some(PathBuf::from(value()?));
+            }
             other => bail!("unknown option `{other}`\n{USAGE}"),
         }
+    }
+    if o.report_only && o.emit_slurm.is_some() {
+        bail!("--emit and --report-only exclude each other: emit the job array, then collect with --report-only");
     }
     Ok(o)
 }
@@ -160,16 +181,12 @@ pub fn run(args: &[String]) -> Result<()> {
     let runnable: Vec<_> = runs.iter().filter(|r| !missing.contains_key(&r.dataset) && selected(r)).cloned().collect();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let workers = o.workers.unwrap_or((cores / o.jobs).max(1));
+    if let Some(dir) = &o.emit_slurm {
+        return emit_slurm(&o, dir, &fl, &runnable);
+    }
     let runner = Runner { fl, device: o.device.clone(), jobs: o.jobs, workers, records };
     let failed = if o.report_only { Vec::new() } else { runner.run_all(&runnable) };
-    for r in &runs {
-        runner.records.save(r)?;
-    }
-
-    let mut outcomes: BTreeMap<String, Vec<Outcome>> = BTreeMap::new();
-    for r in runs.iter().filter(|r| runner::is_done(r)) {
-        outcomes.entry(r.key.clone()).or_default().push(Outcome::read(&r.dir, r.seed)?);
-    }
+    let outcomes = collect(&runs, &runner.records)?;
     let results = Results { scale: &o.scale, runs: &runs, outcomes, missing };
     let checks_failed = write_report(&grid, &expected, &results, &o, &report_dir)?;
     println!("report: {}", report_dir.display());
@@ -181,6 +198,67 @@ pub fn run(args: &[String]) -> Result<()> {
         bail!("{checks_failed} check(s) failed; see {}", report_dir.join("summary.md").display());
     }
     Ok(())
+}
+
+/// Writes the runs of `runnable` that are not done as a Slurm job array into `dir` and says how
+/// to submit it and collect the runs.
+fn emit_slurm(o: &Options, dir: &std::path::Path, fl: &std::path::Path, runnable: &[PlannedRun]) -> Result<()> {
+    let out = o.out.as_ref().map_or(String::new(), |d| format!(" --out {}", d.display()));
+    let collect_command = format!("{}{out} --report-only", report_command(o));
+    let array = SlurmArray {
+        dir: dir.to_path_buf(),
+        fl: fl.to_path_buf(),
+        device: o.device.clone(),
+        workers: o.workers,
+        job_name: format!("fl-{}-{}", o.paper, Grid::label(&o.scale, &o.variants)),
+        collect: collect_command.clone(),
+    };
+    let pending = array.write(runnable)?;
+    if pending == 0 {
+        println!(
+            "{} runs planned, all done: no job array to submit (nothing written in {}); collect with `{collect_command}`",
+            runnable.len(),
+            dir.display()
+        );
+        return Ok(());
+    }
+    println!(
+        "{} runs planned, {} already done, {pending} in a Slurm job array: {} (manifest {})",
+        runnable.len(),
+        runnable.len() - pending,
+        dir.join("job.sbatch").display(),
+        dir.join("manifest.tsv").display()
+    );
+    println!("submit it (the nodes must see {}, the run directories and {}):", dir.display(), fl.display());
+    println!("  sbatch {}", dir.join("job.sbatch").display());
+    println!("then, when its tasks have finished, collect the runs and write the report:");
+    println!("  {collect_command}");
+    Ok(())
+}
+
+/// Keeps the record of every finished run of `runs`, wherever it ran (here, or on a cluster
+/// whose tasks only leave run directories), and reads the outcomes, by run key.
+fn collect(runs: &[PlannedRun], records: &Records) -> Result<BTreeMap<String, Vec<Outcome>>> {
+    for r in runs {
+        records.save(r)?;
+    }
+    let mut outcomes: BTreeMap<String, Vec<Outcome>> = BTreeMap::new();
+    for r in runs.iter().filter(|r| runner::is_done(r)) {
+        outcomes.entry(r.key.clone()).or_default().push(Outcome::read(&r.dir, r.seed)?);
+    }
+    Ok(outcomes)
+}
+
+/// The command that reproduces the report of `o`, as its heading shows it.
+fn report_command(o: &Options) -> String {
+    format!(
+        "cargo xtask reproduce {} --scale {}{}{} --seeds {}",
+        o.paper,
+        o.scale,
+        if o.variants.is_empty() { String::new() } else { format!(" --variant {}", o.variants.join(",")) },
+        o.only.as_ref().map_or(String::new(), |d| format!(" --only {}", d.join(","))),
+        o.seeds.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
+    )
 }
 
 /// The report of `seeds` under a scale's (and variants') directory: that directory for seed 1
@@ -216,14 +294,7 @@ fn write_report(
     dir: &std::path::Path,
 ) -> Result<usize> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let command = format!(
-        "cargo xtask reproduce {} --scale {}{}{} --seeds {}",
-        o.paper,
-        o.scale,
-        if o.variants.is_empty() { String::new() } else { format!(" --variant {}", o.variants.join(",")) },
-        o.only.as_ref().map_or(String::new(), |d| format!(" --only {}", d.join(","))),
-        o.seeds.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
-    );
+    let command = report_command(o);
     let mut heading = format!("# {} — scale `{}`\n\n`{command}`\n\n", grid.title, o.scale);
     for v in &o.variants {
         let _ = writeln!(heading, "Variant `{v}`: {}.\n", grid.variant(v)?.what);
@@ -311,7 +382,56 @@ fn write_report(
 mod tests {
     use std::path::Path;
 
-    use super::seeds_report_dir;
+    use super::*;
+
+    fn args(line: &str) -> Vec<String> {
+        line.split_whitespace().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn emit_takes_the_kind_slurm_and_a_directory() {
+        let o = parse(&args("kdd23 --scale smoke --emit slurm /tmp/job")).unwrap();
+        assert_eq!(o.emit_slurm.as_deref(), Some(Path::new("/tmp/job")));
+        assert!(!o.report_only);
+        assert_eq!(parse(&args("kdd23")).unwrap().emit_slurm, None);
+        let err = parse(&args("kdd23 --emit pbs /tmp/job")).unwrap_err().to_string();
+        assert!(err.contains("--emit: unknown kind `pbs`; the accepted value is `slurm`"), "{err}");
+        let err = parse(&args("kdd23 --emit slurm")).unwrap_err().to_string();
+        assert!(err.starts_with("--emit: expected a value"), "{err}");
+        let err = parse(&args("kdd23 --emit slurm /tmp/job --report-only")).unwrap_err().to_string();
+        assert!(err.contains("--emit and --report-only exclude each other"), "{err}");
+    }
+
+    #[test]
+    fn collecting_records_the_runs_finished_elsewhere() {
+        let tmp = tempfile::tempdir().unwrap();
+        let records = Records { root: tmp.path().join("records"), shared: Vec::new() };
+        let finished = PlannedRun::example(&tmp.path().join("runs/a"), "seed = 1\n");
+        let unfinished =
+            PlannedRun { key: "d-a0.1/y".into(), ..PlannedRun::example(&tmp.path().join("runs/b"), "seed = 1\n") };
+        // What a cluster task leaves: the run directory only, no record.
+        std::fs::create_dir_all(&finished.dir).unwrap();
+        for (name, text) in [
+            ("experiment.toml", "seed = 1\n"),
+            ("metrics.csv", "virtual_time_s,version,accuracy,loss\n1,1,0.75,0.5\n"),
+            ("events.jsonl", ""),
+            ("summary.json", r#"{"best_accuracy":0.75,"final_accuracy":0.75,"final_loss":0.5,"wall_time_s":2}"#),
+        ] {
+            std::fs::write(finished.dir.join(name), text).unwrap();
+        }
+        std::fs::create_dir_all(&unfinished.dir).unwrap();
+        std::fs::write(unfinished.dir.join("experiment.toml"), "seed = 1\n").unwrap();
+
+        let outcomes = collect(&[finished.clone(), unfinished], &records).unwrap();
+        assert_eq!(outcomes.keys().collect::<Vec<_>>(), ["d-a0.1/x"]);
+        assert_eq!(outcomes["d-a0.1/x"][0].best_accuracy, 0.75);
+        let record = records.root.join("d-a0.1/x-s1");
+        assert_eq!(std::fs::read_to_string(record.join("metrics.csv")).unwrap().lines().count(), 2);
+        assert!(record.join("summary.json").is_file());
+        assert!(!records.root.join("d-a0.1/y-s1").exists(), "an unfinished run leaves no record");
+        let elsewhere = PlannedRun::example(&tmp.path().join("runs/c"), "seed = 1\n");
+        assert!(records.restore(&elsewhere).unwrap(), "a later reproduction restores it");
+    }
 
     #[test]
     fn seed_one_reports_in_the_scale_directory_and_other_seeds_beneath_it() {

@@ -1,8 +1,12 @@
 //! Executes planned runs with the `fl` binary, `jobs` at a time. A run whose directory holds a
 //! `summary.json` beside an identical `experiment.toml` is done and is not run again, so an
 //! interrupted reproduction resumes where it stopped.
+//!
+//! A run's steps (`prepare`, then the command line of `fl_run_args`) are defined here once: the
+//! Slurm job array of `slurm` renders the same command line and repeats the same steps in bash.
 
 use std::collections::VecDeque;
+use std::ffi::OsString;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -23,17 +27,69 @@ pub struct Runner {
     pub records: Records,
 }
 
+/// The experiment file the runner writes in a run directory and `fl` runs.
+pub const EXPERIMENT_FILE: &str = "experiment.toml";
+/// What `fl` writes last in a run directory: its presence says the run finished.
+pub const SUMMARY_FILE: &str = "summary.json";
+/// `fl`'s output and errors, in the run directory.
+pub const LOG_FILE: &str = "log.txt";
+
 /// Whether `run` finished earlier with the same experiment.
 pub fn is_done(run: &PlannedRun) -> bool {
-    run.dir.join("summary.json").is_file()
-        && std::fs::read_to_string(run.dir.join("experiment.toml")).is_ok_and(|t| t == run.experiment)
+    run.dir.join(SUMMARY_FILE).is_file()
+        && std::fs::read_to_string(run.dir.join(EXPERIMENT_FILE)).is_ok_and(|t| t == run.experiment)
+}
+
+/// The runs of `runs` that are not done, in order: those the runner runs.
+pub fn pending(runs: &[PlannedRun]) -> Vec<&PlannedRun> {
+    runs.iter().filter(|r| !is_done(r)).collect()
+}
+
+/// A word of a run's `fl` command line: fixed, or a value of the run that the runner fills in
+/// and the Slurm job script reads from its manifest and environment.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Arg<'a> {
+    Word(&'a str),
+    /// `<run dir>/experiment.toml`.
+    ExperimentFile,
+    RunDir,
+    /// The client jobs trained at once inside the run.
+    Workers,
+}
+
+/// The arguments of `fl` that run a prepared run directory:
+/// `run <run dir>/experiment.toml --out <run dir> --device D --workers N --quiet`.
+pub fn fl_run_args(device: &str) -> Vec<Arg<'_>> {
+    use Arg::{ExperimentFile, RunDir, Word, Workers};
+    vec![
+        Word("run"),
+        ExperimentFile,
+        Word("--out"),
+        RunDir,
+        Word("--device"),
+        Word(device),
+        Word("--workers"),
+        Workers,
+        Word("--quiet"),
+    ]
+}
+
+/// Makes `run`'s directory ready for `fl`: creates it, removes a summary left by an earlier
+/// experiment (so that an interrupted run never looks finished) and writes the experiment
+/// file, whose path it returns.
+pub fn prepare(run: &PlannedRun) -> Result<PathBuf> {
+    std::fs::create_dir_all(&run.dir).with_context(|| format!("creating {}", run.dir.display()))?;
+    let _ = std::fs::remove_file(run.dir.join(SUMMARY_FILE));
+    let file = run.dir.join(EXPERIMENT_FILE);
+    std::fs::write(&file, &run.experiment).with_context(|| format!("writing {}", file.display()))?;
+    Ok(file)
 }
 
 impl Runner {
     /// Runs every run of `runs` that is not done; returns the keys (and directories) of those
     /// that failed. Progress goes to stdout as runs finish.
     pub fn run_all(&self, runs: &[PlannedRun]) -> Vec<(String, PathBuf)> {
-        let todo: VecDeque<&PlannedRun> = runs.iter().filter(|r| !is_done(r)).collect();
+        let todo: VecDeque<&PlannedRun> = pending(runs).into();
         let total = todo.len();
         println!(
             "{} runs planned, {} already done, {} to run ({} at a time)",
@@ -68,18 +124,18 @@ impl Runner {
     }
 
     fn run_one(&self, run: &PlannedRun) -> Result<String> {
-        std::fs::create_dir_all(&run.dir).with_context(|| format!("creating {}", run.dir.display()))?;
-        let _ = std::fs::remove_file(run.dir.join("summary.json"));
-        let file = run.dir.join("experiment.toml");
-        std::fs::write(&file, &run.experiment).with_context(|| format!("writing {}", file.display()))?;
-        let log_path = run.dir.join("log.txt");
+        let file = prepare(run)?;
+        let workers = self.workers.to_string();
+        let args = fl_run_args(&self.device).into_iter().map(|a| match a {
+            Arg::Word(w) => OsString::from(w),
+            Arg::ExperimentFile => file.clone().into(),
+            Arg::RunDir => run.dir.clone().into(),
+            Arg::Workers => OsString::from(&workers),
+        });
+        let log_path = run.dir.join(LOG_FILE);
         let log = File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
         let status = Command::new(&self.fl)
-            .arg("run")
-            .arg(&file)
-            .arg("--out")
-            .arg(&run.dir)
-            .args(["--device", &self.device, "--workers", &self.workers.to_string(), "--quiet"])
+            .args(args)
             .stdout(Stdio::from(log.try_clone()?))
             .stderr(Stdio::from(log))
             .status()
