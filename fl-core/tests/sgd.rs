@@ -1,5 +1,6 @@
 //! The `sgd` trainer: segmenting a job changes nothing unless a model is merged in, gradient
-//! masking freezes masked weights exactly, and the proximal term holds the model near its start.
+//! masking freezes masked weights exactly, and the proximal term holds the model near its start
+//! (with FedProx's μ/2 ‖w − w₀‖², checked against two steps worked by hand).
 
 use std::sync::Arc;
 
@@ -86,6 +87,46 @@ fn the_proximal_term_keeps_the_model_closer_to_its_start() {
     };
     let (free, held) = (drift(0.0), drift(10.0));
     assert!(held < 0.5 * free, "drift with μ = 10: {held}, without: {free}");
+}
+
+#[test]
+fn two_proximal_steps_match_the_hand_computation() {
+    // FedProx's local objective is CE + μ/2 ‖w − w₀‖², whose gradient adds μ (w − w₀). At the
+    // first step w = w₀ and that term vanishes, so two steps are needed to see μ at all.
+    //
+    // One batch of samples 0 and 1 of `tiny_dataset`: x₀ = (1, 0) of class 0, x₁ = (0, 1) of
+    // class 1. η = 1, μ = 0.5, no momentum. W₀ = [[0.5, 0.5], [0.5, 0.5]], b₀ = (0.3, 0.3).
+    //
+    // Step 1: W₀'s rows are equal, so both logits are equal and p = (½, ½) for either sample.
+    // ∂CE/∂z = p − onehot(y): (−½, ½) for x₀, (½, −½) for x₁. The batch mean of (p − y) xᵀ is
+    // ½ ([[−½, 0], [½, 0]] + [[0, ½], [0, −½]]) = [[−¼, ¼], [¼, −¼]]; for b the mean is 0.
+    // W₁ = W₀ − η g = [[0.75, 0.25], [0.25, 0.75]], b₁ = b₀.
+    //
+    // Step 2: x₀'s logits are (1.05, 0.55), x₁'s (0.55, 1.05): each sample's true class leads
+    // by 0.5, so p_true = σ = σ(0.5) = 1/(1 + e^−0.5) = 0.6224593312. p − y is (σ − 1, 1 − σ)
+    // for x₀ and (1 − σ, σ − 1) for x₁, so the CE gradient is [[−c, c], [c, −c]] with
+    // c = ½ (1 − σ) = 0.1887703344, and 0 for b. The proximal gradient is
+    // μ (W₁ − W₀) = 0.5 [[¼, −¼], [−¼, ¼]] = [[0.125, −0.125], [−0.125, 0.125]], 0 for b.
+    // W₂[0][0] = 0.75 − (−c + 0.125) = 0.8137703344, W₂[0][1] = 0.25 − (c − 0.125) = 0.1862296656,
+    // and W₂ is symmetric the same way; b₂ = (0.3, 0.3).
+    //
+    // With μ ‖w − w₀‖² instead, W₂[0][0] would be 0.75 − (−c + 0.25) = 0.6887703344; without the
+    // term, 0.75 + c = 0.9387703344.
+    let c = 0.5 * (1.0 - 1.0 / (1.0 + (-0.5f64).exp()));
+    let (hi, lo) = (0.75 - (-c + 0.125), 0.25 - (c - 0.125));
+    assert!((hi - 0.8137703344).abs() < 1e-9 && (lo - 0.1862296656).abs() < 1e-9, "the comment's numbers");
+    let w0 = Tensor::from_slice(&[0.5f32; 4]).reshape([2, 2]);
+    let params = ParamSet::new(vec!["w".into(), "b".into()], vec![w0, Tensor::from_slice(&[0.3f32, 0.3])]).unwrap();
+    let job = TrainJob { params, indices: Tensor::from_slice(&[0i64, 1]), ..job(None) };
+    let cfg = SgdConfig { lr: 1.0, batch_size: 2, steps: Some(2), prox_mu: 0.5, ..Default::default() };
+    let out = Sgd::new(cfg).train(job).unwrap();
+    assert_eq!(out.steps, 2);
+    let got: Vec<Vec<f32>> =
+        out.params.tensors().iter().map(|t| Vec::<f32>::try_from(&t.flatten(0, -1)).unwrap()).collect();
+    let want = [vec![hi, lo, lo, hi], vec![0.3, 0.3]];
+    for (g, w) in got.iter().flatten().zip(want.iter().flatten()) {
+        assert!((f64::from(*g) - w).abs() < 1e-6, "got {got:?}, want {want:?}");
+    }
 }
 
 #[test]

@@ -2,12 +2,15 @@
 //!
 //! `TinyLinear` costs 24n training FLOPs for one epoch over n samples; at 24 FLOP/s and
 //! near-infinite bandwidth a job lasts exactly n virtual seconds. Clients hold 3, 1 and 2
-//! samples: durations 3 s, 1 s and 2 s.
+//! samples: durations 3 s, 1 s and 2 s. The baseline schedulers (`sync-rounds`, `async` with a
+//! buffer) are run through such scenarios and their every step checked against a timeline
+//! worked by hand.
 
 use std::sync::{Arc, Mutex};
 
 use fl_algo_baselines::{
-    AsyncConfig, AsyncMix, AsyncMixConfig, AsyncUpdates, Polynomial, WeightedMean, WeightedMeanConfig,
+    AsyncConfig, AsyncMix, AsyncMixConfig, AsyncUpdates, BufferedMean, BufferedMeanConfig, InverseSqrt, Polynomial,
+    SyncRounds, SyncRoundsConfig, WeightedMean, WeightedMeanConfig,
 };
 use fl_core::engine::{EvalConfig, EvalRecord, RunLimits, Setup};
 use fl_core::mask_policy::FullModel;
@@ -325,4 +328,216 @@ fn a_split_at_an_unknown_tensor_lists_the_model_tensors() {
     s.trainer = Arc::new(Sgd::new(SgdConfig { split: Some(split), ..Default::default() }));
     let err = Simulation::new(s).err().expect("an unknown cut is an error").to_string();
     assert!(err.contains("trainer.split.cut") && err.contains("w, b"), "{err}");
+}
+
+/// What a scheduler did at one event, seen from outside it.
+#[derive(Debug, Clone, PartialEq)]
+struct Step {
+    /// Virtual second of the event.
+    at_s: f64,
+    /// The client whose update arrived (`None` for the start).
+    arrived: Option<usize>,
+    /// Clients the scheduler dispatched, in id order.
+    dispatched: Vec<usize>,
+    /// Pending updates, global version and jobs in flight once the scheduler has acted.
+    pending: usize,
+    version: u64,
+    in_flight: usize,
+}
+
+/// Runs a real scheduler and records a [`Step`] per event it handles.
+struct Probe<S> {
+    inner: S,
+    steps: Arc<Mutex<Vec<Step>>>,
+}
+
+impl<S> Probe<S> {
+    /// `idle_before`: the idle clients before the scheduler acted, so that the newly busy ones
+    /// are those it dispatched (the arrived client is already idle when `on_arrival` runs).
+    fn record(&self, ctx: &SchedCtx, arrived: Option<usize>, idle_before: Vec<usize>) {
+        self.steps.lock().unwrap().push(Step {
+            at_s: ctx.now_s(),
+            arrived,
+            dispatched: idle_before.into_iter().filter(|&c| ctx.is_busy(c)).collect(),
+            pending: ctx.pending_len(),
+            version: ctx.version(),
+            in_flight: ctx.in_flight(),
+        });
+    }
+}
+
+impl<S: Scheduler> Scheduler for Probe<S> {
+    fn on_start(&mut self, ctx: &mut SchedCtx) -> Result<()> {
+        let idle = ctx.idle_clients();
+        self.inner.on_start(ctx)?;
+        self.record(ctx, None, idle);
+        Ok(())
+    }
+    fn on_arrival(&mut self, ctx: &mut SchedCtx, client: usize) -> Result<()> {
+        let idle = ctx.idle_clients();
+        self.inner.on_arrival(ctx, client)?;
+        self.record(ctx, Some(client), idle);
+        Ok(())
+    }
+    fn planned_aggregations(&self) -> Option<u64> {
+        self.inner.planned_aggregations()
+    }
+}
+
+/// (virtual second, [(client, base version, staleness in versions)]) of one aggregation.
+type Merge = (f64, Vec<(usize, u64, u64)>);
+
+/// Wraps an aggregator and records a [`Merge`] per call.
+struct MergeLog<A> {
+    inner: A,
+    log: Arc<Mutex<Vec<Merge>>>,
+}
+
+impl<A: Aggregator> Aggregator for MergeLog<A> {
+    fn aggregate(&mut self, global: &ParamSet, updates: &[ClientUpdate], ctx: &AggregateCtx) -> Result<ParamSet> {
+        let merged = updates.iter().zip(ctx.staleness).map(|(u, s)| (u.client, u.base_version, s.versions)).collect();
+        self.log.lock().unwrap().push((ctx.now as f64 / 1e6, merged));
+        self.inner.aggregate(global, updates, ctx)
+    }
+}
+
+/// Runs `scheduler` with `FedBuff`'s aggregator over `partition` (one second per sample);
+/// returns its steps, the aggregations and the summary.
+fn probe_run<S: Scheduler + 'static>(scheduler: S, partition: Vec<Vec<i64>>) -> (Vec<Step>, Vec<Merge>, Summary) {
+    let (steps, log) = (Arc::new(Mutex::new(Vec::new())), Arc::new(Mutex::new(Vec::new())));
+    let probe = Box::new(Probe { inner: scheduler, steps: Arc::clone(&steps) });
+    let aggregator =
+        Box::new(MergeLog { inner: BufferedMean::new(BufferedMeanConfig::default()), log: Arc::clone(&log) });
+    let s = with_clients(probe, aggregator, Box::new(InverseSqrt {}), partition, 1e15);
+    let summary = Simulation::new(s).unwrap().run(&mut ()).unwrap();
+    let (steps, log) = (steps.lock().unwrap().clone(), log.lock().unwrap().clone());
+    (steps, log, summary)
+}
+
+/// A [`Step`] in one line: (second, arrived, dispatched, pending, version, in flight).
+fn step(
+    at_s: f64,
+    arrived: Option<usize>,
+    dispatched: &[usize],
+    pending: usize,
+    version: u64,
+    in_flight: usize,
+) -> Step {
+    Step { at_s, arrived, dispatched: dispatched.to_vec(), pending, version, in_flight }
+}
+
+#[test]
+fn sync_rounds_wait_for_the_slowest_client_of_each_round() {
+    // Every client each round (fraction 1): round r starts at 3r s; c1 (1 s) arrives at
+    // 3r + 1, c2 (2 s) at 3r + 2, c0 (3 s) at 3r + 3, and only then is the round aggregated and
+    // all three dispatched again on the new version. Three rounds end at 9 s.
+    let scheduler = SyncRounds::new(SyncRoundsConfig { rounds: 3, ..Default::default() });
+    let (steps, merges, summary) = probe_run(scheduler, vec![vec![0, 1, 2], vec![3], vec![4, 5]]);
+    let mut want = vec![step(0.0, None, &[0, 1, 2], 0, 0, 3)];
+    for r in 0..3u64 {
+        let t = 3.0 * r as f64;
+        let next: &[usize] = if r < 2 { &[0, 1, 2] } else { &[] };
+        want.push(step(t + 1.0, Some(1), &[], 1, r, 2));
+        want.push(step(t + 2.0, Some(2), &[], 2, r, 1));
+        want.push(step(t + 3.0, Some(0), next, 0, r + 1, next.len()));
+    }
+    assert_eq!(steps, want);
+    // Each round's updates in arrival order, all dispatched on the round's version: staleness 0.
+    let round = |r: u64| (3.0 * (r + 1) as f64, vec![(1, r, 0), (2, r, 0), (0, r, 0)]);
+    assert_eq!(merges, vec![round(0), round(1), round(2)]);
+    assert_eq!((summary.aggregations, summary.updates, summary.virtual_time_s), (3, 9, 9.0));
+}
+
+#[test]
+fn sync_rounds_dispatch_the_configured_number_of_clients() {
+    // Four clients of one sample (1 s each); two per round, set directly or as half of four.
+    // Which two is the scheduler's draw, but every round lasts 1 s: both arrive at r + 1, the
+    // first leaves one pending, the second completes the round and two more are dispatched.
+    for cfg in [
+        SyncRoundsConfig { rounds: 3, clients_per_round: Some(2), ..Default::default() },
+        SyncRoundsConfig { rounds: 3, fraction: 0.5, ..Default::default() },
+    ] {
+        let (steps, merges, summary) =
+            probe_run(SyncRounds::new(cfg.clone()), vec![vec![0], vec![1], vec![2], vec![3]]);
+        assert_eq!(steps.len(), 7, "{cfg:?}: the start and 2 arrivals in each of 3 rounds");
+        assert_eq!((steps[0].dispatched.len(), steps[0].in_flight), (2, 2), "{cfg:?}");
+        for r in 0..3u64 {
+            let (first, second) = (&steps[2 * r as usize + 1], &steps[2 * r as usize + 2]);
+            let round_clients = &steps[2 * r as usize].dispatched;
+            let at = (r + 1) as f64;
+            assert_eq!((first.at_s, first.dispatched.len(), first.pending, first.version), (at, 0, 1, r), "{cfg:?}");
+            let next = if r < 2 { 2 } else { 0 };
+            assert_eq!((second.at_s, second.dispatched.len(), second.pending, second.version), (at, next, 0, r + 1));
+            assert_eq!(second.in_flight, next, "{cfg:?}");
+            // The round's aggregation holds exactly the clients dispatched for it, at staleness 0.
+            let mut merged: Vec<usize> = merges[r as usize].1.iter().map(|m| m.0).collect();
+            merged.sort();
+            assert_eq!(&merged, round_clients, "{cfg:?}, round {r}");
+            assert!(merges[r as usize].1.iter().all(|&(_, base, s)| base == r && s == 0), "{cfg:?}: {merges:?}");
+            assert_eq!(merges[r as usize].0, at);
+        }
+        assert_eq!((summary.aggregations, summary.updates, summary.virtual_time_s), (3, 6, 3.0), "{cfg:?}");
+    }
+}
+
+#[test]
+fn fedbuff_aggregates_every_third_arrival_and_redispatches_on_the_newest_model() {
+    // K = 3, all three clients training at once, so after an arrival the only idle client is
+    // the one that arrived and it goes straight back, on the model current after the arrival
+    // (after the aggregation, if there was one). Arrivals (ties in the order scheduled) with
+    // the buffer after each; `v` is the version the update was dispatched on:
+    //   t=1 c1 v0 [1] | t=2 c2 v0 [2], c1 v0 [3] → merge at version 0, staleness 0, 0, 0 → v1
+    //   t=3 c0 v0 [1], c1 v1 [2] | t=4 c2 v0 [3] → merge at v1: staleness 1, 0, 1 → v2
+    //   t=4 c1 v1 [1] | t=5 c1 v2 [2] | t=6 c0 v1 [3] → merge at v2: staleness 1, 0, 1 → v3
+    //   t=6 c2 v2 [1], c1 v2 [2] | t=7 c1 v3 [3] → merge at v3: staleness 1, 1, 0 → v4, stop.
+    // (c1's job from t=2 starts after that arrival's merge, hence v1; c2's from t=2 before it.)
+    let scheduler = AsyncUpdates::new(AsyncConfig { buffer: 3, concurrency: None, aggregations: 4 });
+    let (steps, merges, summary) = probe_run(scheduler, vec![vec![0, 1, 2], vec![3], vec![4, 5]]);
+    let want = vec![
+        step(0.0, None, &[0, 1, 2], 0, 0, 3),
+        step(1.0, Some(1), &[1], 1, 0, 3),
+        step(2.0, Some(2), &[2], 2, 0, 3),
+        step(2.0, Some(1), &[1], 0, 1, 3),
+        step(3.0, Some(0), &[0], 1, 1, 3),
+        step(3.0, Some(1), &[1], 2, 1, 3),
+        step(4.0, Some(2), &[2], 0, 2, 3),
+        step(4.0, Some(1), &[1], 1, 2, 3),
+        step(5.0, Some(1), &[1], 2, 2, 3),
+        step(6.0, Some(0), &[0], 0, 3, 3),
+        step(6.0, Some(2), &[2], 1, 3, 3),
+        step(6.0, Some(1), &[1], 2, 3, 3),
+        // The last aggregation stops the run: nobody is dispatched.
+        step(7.0, Some(1), &[], 0, 4, 2),
+    ];
+    assert_eq!(steps, want);
+    let want_merges: Vec<Merge> = vec![
+        (2.0, vec![(1, 0, 0), (2, 0, 0), (1, 0, 0)]),
+        (4.0, vec![(0, 0, 1), (1, 1, 0), (2, 0, 1)]),
+        (6.0, vec![(1, 1, 1), (1, 2, 0), (0, 1, 1)]),
+        (7.0, vec![(2, 2, 1), (1, 2, 1), (1, 3, 0)]),
+    ];
+    assert_eq!(merges, want_merges);
+    assert_eq!((summary.aggregations, summary.updates, summary.virtual_time_s), (4, 12, 7.0));
+    let histogram: Vec<(u64, u64)> = summary.staleness_histogram.into_iter().collect();
+    assert_eq!(histogram, vec![(0, 6), (1, 6)]);
+}
+
+#[test]
+fn fedbuff_keeps_its_concurrency_with_clients_drawn_from_the_idle_ones() {
+    // K = 3 with two of three clients training: which client goes next is the scheduler's
+    // draw, but every arrival but the last hands out exactly one job to a client that was idle
+    // (so two stay in flight), and the buffer fills 1, 2, 3 → merge, four times.
+    let scheduler = AsyncUpdates::new(AsyncConfig { buffer: 3, concurrency: Some(2), aggregations: 4 });
+    let (steps, merges, summary) = probe_run(scheduler, vec![vec![0, 1, 2], vec![3], vec![4, 5]]);
+    assert_eq!((steps[0].dispatched.len(), steps[0].in_flight), (2, 2));
+    assert_eq!(steps.len(), 13, "the start and 4 × 3 arrivals");
+    for (i, s) in steps[1..].iter().enumerate() {
+        let last = i == 11;
+        assert_eq!(s.pending, (i + 1) % 3, "arrival {}: {s:?}", i + 1);
+        assert_eq!(s.version, (i as u64 + 1) / 3, "arrival {}: {s:?}", i + 1);
+        assert_eq!(s.dispatched.len(), usize::from(!last), "arrival {}: {s:?}", i + 1);
+        assert_eq!(s.in_flight, if last { 1 } else { 2 }, "arrival {}: {s:?}", i + 1);
+    }
+    assert!(merges.iter().all(|m| m.1.len() == 3), "{merges:?}");
+    assert_eq!((summary.aggregations, summary.updates), (4, 12));
 }
