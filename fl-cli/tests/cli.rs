@@ -173,20 +173,37 @@ fn same_seed_gives_identical_metrics_with_1_and_4_workers() {
         [devices]
         jitter = 0.3
     "#;
-    let file = write(dir.path(), "det.toml", text);
-    let metrics = |workers: &str, seed: Option<&str>| {
-        let mut extra = vec!["--workers", workers, "--device", "cpu"];
-        if let Some(s) = seed {
-            extra.extend_from_slice(&["--seed", s]);
-        }
-        let (out, _) = run(&file, &extra);
-        std::fs::read(out.path().join("metrics.csv")).unwrap()
+    // Per-client training (the CPU default), and cohorts of at most 2 jobs.
+    let batched = format!("{text}\n[run]\nbatching = \"on\"\nmax_cohort = 2\n");
+    let mut by_mode = Vec::new();
+    for (name, text) in [("det.toml", text.to_string()), ("det-cohorts.toml", batched)] {
+        let file = write(dir.path(), name, &text);
+        let metrics = |workers: &str, seed: Option<&str>| {
+            let mut extra = vec!["--workers", workers, "--device", "cpu"];
+            if let Some(s) = seed {
+                extra.extend_from_slice(&["--seed", s]);
+            }
+            let (out, _) = run(&file, &extra);
+            std::fs::read(out.path().join("metrics.csv")).unwrap()
+        };
+        let one = metrics("1", None);
+        let four = metrics("4", None);
+        assert_eq!(String::from_utf8_lossy(&one), String::from_utf8_lossy(&four), "{name}");
+        assert_eq!(
+            one.iter().filter(|&&b| b == b'\n').count(),
+            1 + 5,
+            "header + evaluations at versions 0, 3, 6, 9, 12"
+        );
+        assert_ne!(one, metrics("4", Some("6")), "another seed must give other numbers");
+        by_mode.push(one);
+    }
+    // The two modes differ by rounding only: accuracies within 0.3 points at every evaluation.
+    let accuracies = |m: &[u8]| -> Vec<f64> {
+        String::from_utf8_lossy(m).lines().skip(1).map(|l| l.split(',').nth(3).unwrap().parse().unwrap()).collect()
     };
-    let one = metrics("1", None);
-    let four = metrics("4", None);
-    assert_eq!(String::from_utf8_lossy(&one), String::from_utf8_lossy(&four));
-    assert_eq!(one.iter().filter(|&&b| b == b'\n').count(), 1 + 5, "header + evaluations at versions 0, 3, 6, 9, 12");
-    assert_ne!(one, metrics("4", Some("6")), "another seed must give other numbers");
+    for (a, b) in accuracies(&by_mode[0]).iter().zip(accuracies(&by_mode[1])) {
+        assert!((a - b).abs() <= 0.003, "per client {a}, cohorts {b}");
+    }
 }
 
 fn accuracy(summary: &serde_json::Value, key: &str) -> f64 {

@@ -22,7 +22,7 @@ use serde::Serialize;
 use tch::Device;
 
 use crate::data::FederatedData;
-use crate::engine::{EvalConfig, RunLimits, Setup, Simulation};
+use crate::engine::{EvalConfig, RunConfig, Setup, Simulation};
 use crate::error::{Error, Result};
 use crate::profile::DevicesConfig;
 use crate::registry::{Builder, DataContext, Kind, Params, Registry, nearest};
@@ -75,7 +75,7 @@ pub struct Experiment {
     pub components: BTreeMap<Kind, Choice>,
     pub devices: DevicesConfig,
     pub eval: EvalConfig,
-    pub limits: RunLimits,
+    pub run: RunConfig,
 }
 
 /// Host-side choices that do not change results (on CPU): where and how fast to run.
@@ -156,7 +156,7 @@ impl Experiment {
         };
         let devices: DevicesConfig = typed("devices").parse_valid(DevicesConfig::validate)?;
         let eval: EvalConfig = typed("eval").parse_valid(EvalConfig::validate)?;
-        let limits: RunLimits = typed("run").parse_valid(RunLimits::validate)?;
+        let run: RunConfig = typed("run").parse_valid(RunConfig::validate)?;
         let seed = match doc.get("seed") {
             None => 0,
             Some(toml::Value::Integer(s)) if *s >= 0 => *s as u64,
@@ -174,7 +174,7 @@ impl Experiment {
                 Path::new(file).file_stem().map_or_else(|| "experiment".into(), |s| s.to_string_lossy().into_owned())
             }
         };
-        Ok(Experiment { file: file.into(), name, seed, method, clients, components, devices, eval, limits })
+        Ok(Experiment { file: file.into(), name, seed, method, clients, components, devices, eval, run })
     }
 
     pub fn choice(&self, kind: Kind) -> &Choice {
@@ -201,12 +201,18 @@ impl Experiment {
         }
         doc.insert("devices".into(), to_table(&self.devices).into());
         doc.insert("eval".into(), to_table(&self.eval).into());
-        doc.insert("run".into(), to_table(&self.limits).into());
+        doc.insert("run".into(), to_table(&self.run).into());
         toml::to_string_pretty(&doc).map_err(|e| Error::invalid(format!("serialising the resolved config: {e}")))
     }
 
     /// Loads the data, partitions it, builds every component and returns the simulation.
     pub fn build(&self, opts: &RunOptions) -> Result<Simulation> {
+        Simulation::new(self.setup(opts)?)
+    }
+
+    /// Everything [`Experiment::build`] builds, before the simulation is made of it (tests
+    /// replace a component, e.g. the trainer by a reference one).
+    pub fn setup(&self, opts: &RunOptions) -> Result<Setup> {
         let registry = Registry::get()?;
         let get = |kind: Kind| {
             let c = self.choice(kind);
@@ -257,12 +263,12 @@ impl Experiment {
             partition,
             devices: self.devices.clone(),
             eval: self.eval.clone(),
-            limits: self.limits.clone(),
+            run: self.run.clone(),
             seed: self.seed,
             device: opts.device,
             workers: opts.workers,
         };
-        Simulation::new(setup)
+        Ok(setup)
     }
 }
 

@@ -1,19 +1,23 @@
-//! `Model`: an architecture as a pure function of its parameters.
+//! `Model`: an architecture as a pure function of its parameters, written once in cohort form.
 //!
-//! A model holds no weights. `forward` takes the tensors to use, so the same architecture
-//! evaluates the global model, trains a client's copy or a physically smaller sub-model
-//! sliced out by a structured mask (layers infer their sizes from the tensors they get).
+//! A model holds no weights. `forward` takes the tensors of a *cohort* of clients stacked along
+//! a leading client dimension (`[C, ...]` for each tensor, inputs `[C, B, ...]`), so that the
+//! clients of a round train as one computation: batched matrix products for linear layers,
+//! grouped convolutions for conv layers. A lone client, or the global model under evaluation,
+//! is a cohort of one ([`forward_one`]); there is no separate single-model path. The same
+//! architecture trains a physically smaller sub-model sliced out by a structured mask (layers
+//! infer their sizes from the tensors they get).
 
 use tch::Tensor;
 
 use crate::params::ParamSet;
-use crate::rng::{Rng, TensorNoise};
+use crate::rng::{CohortNoise, Rng};
 use crate::structure::Structure;
 
-/// Whether a forward pass trains (dropout active, drawing from the job's noise stream).
+/// Whether a forward pass trains (dropout active, drawing from each client's noise stream).
 pub enum Mode<'a> {
     Eval,
-    Train(&'a mut TensorNoise),
+    Train(&'a mut CohortNoise),
 }
 
 impl Mode<'_> {
@@ -21,10 +25,11 @@ impl Mode<'_> {
         matches!(self, Mode::Train(_))
     }
 
-    /// Inverted dropout with probability `p` in training mode; the identity otherwise.
+    /// Inverted dropout with probability `p` on `x` (`[C, ...]`, client first) in training
+    /// mode, each client's mask from its own stream; the identity otherwise.
     pub fn dropout(&mut self, x: &Tensor, p: f64) -> Tensor {
         match self {
-            Mode::Train(noise) if p > 0.0 => x * noise.dropout_mask(&x.size(), p, x.device()),
+            Mode::Train(noise) if p > 0.0 => x * noise.dropout_mask(&x.size(), p),
             _ => x.shallow_clone(),
         }
     }
@@ -37,8 +42,10 @@ pub trait Model: Send + Sync {
     /// Fresh parameters on the CPU, drawn from `rng` with PyTorch's default initialisation.
     fn init(&self, rng: &mut Rng) -> ParamSet;
 
-    /// Logits for a batch `x` (`[batch, ...input_shape]`), using `params` in structure order;
-    /// `params` may be a sub-model of a structured mask.
+    /// Logits `[C, B, classes]` of a cohort of `C` clients: `params` in structure order, each
+    /// `[C, ...shape]` (shapes may be those of a structured mask's sub-model, equal across the
+    /// cohort), and `x` `[C, B, ...input_shape]`. Client `c`'s logits depend on its own slice
+    /// of the parameters, inputs and noise alone.
     fn forward(&self, params: &[Tensor], x: &Tensor, mode: &mut Mode) -> Tensor;
 
     /// Forward FLOPs per sample attributed to each tensor, for the given (sub-)model shapes.
@@ -49,4 +56,11 @@ pub trait Model: Send + Sync {
     fn forward_flops(&self, shapes: &[Vec<i64>]) -> f64 {
         self.flops_per_tensor(shapes).iter().sum()
     }
+}
+
+/// Logits `[B, classes]` of one parameter set (unstacked tensors) on a batch `[B, ...]`: the
+/// model run as a cohort of one.
+pub fn forward_one(model: &dyn Model, params: &[Tensor], x: &Tensor, mode: &mut Mode) -> Tensor {
+    let stacked: Vec<Tensor> = params.iter().map(|p| p.unsqueeze(0)).collect();
+    model.forward(&stacked, &x.unsqueeze(0), mode).squeeze_dim(0)
 }

@@ -4,7 +4,8 @@
 //! partitioner) gets its own stream derived from the run seed and a tag path, so results do
 //! not depend on how many workers run or in which order jobs finish. libtorch's global
 //! generator is never used: it is shared between threads. Tensor noise (dropout) comes from
-//! [`TensorNoise`], a counter-based hash evaluated with tensor ops on the compute device.
+//! [`TensorNoise`], a counter-based hash evaluated with tensor ops on the compute device; a
+//! cohort of clients draws from each client's own stream at once with [`CohortNoise`].
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -56,21 +57,85 @@ impl TensorNoise {
         TensorNoise { seed, draws: 0 }
     }
 
-    /// Uniform floats in [0, 1) of the given shape on `device`.
-    pub fn uniform(&mut self, shape: &[i64], device: Device) -> Tensor {
-        let key = (derive_seed(self.seed, &[self.draws]) & 0xFFFF_FFFF) as i64;
-        self.draws += 1;
-        let n: i64 = shape.iter().product();
-        let x = Tensor::arange(n, (Kind::Int64, device));
-        let x = hash32(&hash32(&x.bitwise_xor(key)).bitwise_xor(key));
-        (x.to_kind(Kind::Float) * (1.0 / 4_294_967_296.0)).reshape(shape)
+    /// The 32-bit key of this stream's draw number `draw`.
+    fn key(&self, draw: u64) -> i64 {
+        (derive_seed(self.seed, &[self.draws + draw]) & 0xFFFF_FFFF) as i64
     }
 
-    /// A keep-mask with probability `1 - p`, scaled by `1 / (1 - p)` (inverted dropout).
-    pub fn dropout_mask(&mut self, shape: &[i64], p: f64, device: Device) -> Tensor {
-        let keep = self.uniform(shape, device).ge(p).to_kind(Kind::Float);
+    /// Uniform floats in [0, 1) of the given shape on `device`.
+    pub fn uniform(&mut self, shape: &[i64], device: Device) -> Tensor {
+        let key = Tensor::from_slice(&[self.key(0)]).to_device(device);
+        self.draws += 1;
+        keyed_uniform(&key, shape.iter().product(), device).reshape(shape)
+    }
+}
+
+/// The tensor noise of a cohort: client `c`'s slice of each draw is exactly what its own
+/// [`TensorNoise`] would draw for that slice's shape, so a client's dropout is the same alone
+/// or in a cohort. All clients draw in lockstep; a draw may cover only the leading clients
+/// (those still training), whose keys come first.
+#[derive(Debug)]
+pub struct CohortNoise {
+    streams: Vec<TensorNoise>,
+    device: Device,
+    draws: u64,
+    /// Keys of draws `[first, first + KEY_BLOCK)` for every client, `[KEY_BLOCK, C]` on the
+    /// device: one host-to-device copy per block of draws, not one per draw.
+    block: Option<(u64, Tensor)>,
+}
+
+/// Draws whose keys are computed and copied to the device at once.
+const KEY_BLOCK: u64 = 256;
+
+impl CohortNoise {
+    /// The noise of clients drawing from `streams`, in cohort order, on `device`.
+    pub fn new(streams: Vec<TensorNoise>, device: Device) -> Self {
+        CohortNoise { streams, device, draws: 0, block: None }
+    }
+
+    /// Number of clients in the cohort.
+    pub fn clients(&self) -> usize {
+        self.streams.len()
+    }
+
+    /// Uniform floats in [0, 1) of shape `[k, ...]`: row `c` from client `c`'s stream, for
+    /// the first `k = shape[0]` clients.
+    pub fn uniform(&mut self, shape: &[i64]) -> Tensor {
+        let k = shape[0];
+        assert!(
+            k >= 1 && k as usize <= self.streams.len(),
+            "cohort noise: {k} clients asked for, the cohort has {}",
+            self.streams.len()
+        );
+        let draw = self.draws;
+        self.draws += 1;
+        let stale = self.block.as_ref().is_none_or(|(first, _)| draw >= first + KEY_BLOCK);
+        if stale {
+            let keys: Vec<i64> =
+                (draw..draw + KEY_BLOCK).flat_map(|d| self.streams.iter().map(move |s| s.key(d))).collect();
+            let keys = Tensor::from_slice(&keys).reshape([KEY_BLOCK as i64, self.streams.len() as i64]);
+            self.block = Some((draw, keys.to_device(self.device)));
+        }
+        let (first, keys) = self.block.as_ref().expect("key block drawn above");
+        let keys = keys.select(0, (draw - first) as i64).narrow(0, 0, k).unsqueeze(1);
+        let per_client: i64 = shape[1..].iter().product();
+        keyed_uniform(&keys, per_client, self.device).reshape(shape)
+    }
+
+    /// A keep-mask of shape `[k, ...]` with probability `1 - p`, scaled by `1 / (1 - p)`
+    /// (inverted dropout).
+    pub fn dropout_mask(&mut self, shape: &[i64], p: f64) -> Tensor {
+        let keep = self.uniform(shape).ge(p).to_kind(Kind::Float);
         keep * (1.0 / (1.0 - p))
     }
+}
+
+/// `n` uniform floats in [0, 1) per key: `keys` is `[k, 1]` (or `[1]`), the result `[k, n]`
+/// (or `[n]`); element `i` of a row depends on its key and `i` alone.
+fn keyed_uniform(keys: &Tensor, n: i64, device: Device) -> Tensor {
+    let x = Tensor::arange(n, (Kind::Int64, device));
+    let x = hash32(&hash32(&x.bitwise_xor_tensor(keys)).bitwise_xor_tensor(keys));
+    x.to_kind(Kind::Float) * (1.0 / 4_294_967_296.0)
 }
 
 const LOW32: i64 = 0xFFFF_FFFF;
@@ -125,6 +190,36 @@ mod tests {
         let first = n.uniform(&[100], Device::Cpu);
         let second = n.uniform(&[100], Device::Cpu);
         assert!(!first.equal(&second), "consecutive draws must differ");
+    }
+
+    #[test]
+    fn a_cohort_draw_is_each_clients_own_draw() {
+        // Clients 0 and 2 of a cohort draw rows that equal their lone streams' draws, for
+        // the first `k` clients and across the boundary of a key block.
+        let lone = |seed, shape: &[i64], skip: u64| {
+            let mut n = TensorNoise::new(seed);
+            for _ in 0..skip {
+                let _ = n.uniform(&[1], Device::Cpu);
+            }
+            n.uniform(shape, Device::Cpu)
+        };
+        let mut cohort =
+            CohortNoise::new(vec![TensorNoise::new(4), TensorNoise::new(9), TensorNoise::new(5)], Device::Cpu);
+        for draw in 0..KEY_BLOCK + 2 {
+            let k = if draw % 2 == 0 { 3 } else { 2 };
+            let got = cohort.uniform(&[k, 3, 5]);
+            if draw == 0 || draw >= KEY_BLOCK - 1 {
+                assert!(got.get(0).equal(&lone(4, &[3, 5], draw)), "draw {draw}, client 0");
+                assert!(got.get(1).equal(&lone(9, &[3, 5], draw)), "draw {draw}, client 1");
+                if k == 3 {
+                    assert!(got.get(2).equal(&lone(5, &[3, 5], draw)), "draw {draw}, client 2");
+                }
+            }
+        }
+        // A shorter slice of a client's row is the lone draw of that shorter shape.
+        let mut cohort = CohortNoise::new(vec![TensorNoise::new(4)], Device::Cpu);
+        let row = cohort.uniform(&[1, 6, 5]).get(0).narrow(0, 0, 2);
+        assert!(row.equal(&lone(4, &[2, 5], 0)));
     }
 
     #[test]

@@ -1,11 +1,19 @@
-//! `LocalTrainer`: the client-side optimisation of one job.
+//! `LocalTrainer`: the client-side optimisation of a cohort of jobs.
 //!
 //! A job is self-contained (starting tensors, data view, random streams), so the engine can run
-//! it on any worker thread as soon as it is dispatched. A job may be split into segments: it
-//! trains up to a share of its work, the engine lets virtual time reach the moment the client
-//! asks for the newest global model (FedASMU's mid-training pull), the session merges what it
-//! received, and training resumes.
+//! it on any worker thread as soon as it is dispatched. Jobs whose inputs are fixed together
+//! train as one *cohort*: one computation over their parameters stacked along a client
+//! dimension, each client with its own samples, masks, momentum and random streams, so that a
+//! client's result is the same (up to floating-point rounding) alone or in a cohort. A lone job
+//! is a cohort of one.
+//!
+//! A job may be split into segments: it trains up to a share of its work, the engine lets
+//! virtual time reach the moment the client asks for the newest global model (FedASMU's
+//! mid-training pull), the session merges what it received, and training resumes. Such a job
+//! trains as a cohort of one.
 
+pub mod reference;
+mod schedule;
 pub mod sgd;
 
 use std::sync::Arc;
@@ -13,11 +21,13 @@ use std::sync::Arc;
 use tch::Tensor;
 
 use crate::data::Dataset;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::model::Model;
 use crate::params::ParamSet;
 use crate::rng::{Rng, TensorNoise};
 use crate::split::SplitConfig;
+
+pub use schedule::BatchSchedule;
 
 pub struct TrainJob {
     pub model: Arc<dyn Model>,
@@ -36,7 +46,7 @@ pub struct TrainJob {
 
 pub struct TrainOutcome {
     pub params: ParamSet,
-    /// Mean training loss over the job's steps (read once, at the end of the job).
+    /// Mean training loss over the job's steps (read once, at the end of the cohort).
     pub mean_loss: f64,
     pub steps: usize,
 }
@@ -50,20 +60,30 @@ pub struct PullInfo {
     pub pulled_version: u64,
 }
 
-/// A job in progress, movable between worker threads.
+/// A cohort in progress, movable between worker threads.
 pub trait TrainSession: Send {
-    /// Trains until `share` (in (0, 1]) of the job's steps are done.
+    /// Trains until `share` (in (0, 1]) of each job's steps are done. Sessions of more than one
+    /// job train whole jobs only (`share` = 1).
     fn run_until(&mut self, share: f64) -> Result<()>;
 
-    /// Merges a newer global (sub-)model received mid-training into the local model.
+    /// Merges a newer global (sub-)model received mid-training into the local model of a
+    /// cohort of one.
     fn merge_pulled(&mut self, pulled: &ParamSet, info: PullInfo) -> Result<()>;
 
-    /// Ends the job (after `run_until(1.0)`).
-    fn finish(self: Box<Self>) -> Result<TrainOutcome>;
+    /// Ends the cohort (after `run_until(1.0)`): one outcome per job, in the jobs' order.
+    fn finish(self: Box<Self>) -> Result<Vec<TrainOutcome>>;
 }
 
 pub trait LocalTrainer: Send + Sync {
-    fn start(&self, job: TrainJob) -> Result<Box<dyn TrainSession>>;
+    /// Starts a cohort: jobs of one model on one training set whose (sub-)models have equal
+    /// shapes. A trainer that cannot batch accepts only cohorts of one
+    /// ([`LocalTrainer::batches`] is false).
+    fn start(&self, jobs: Vec<TrainJob>) -> Result<Box<dyn TrainSession>>;
+
+    /// Whether `start` trains cohorts of more than one job as one computation.
+    fn batches(&self) -> bool {
+        false
+    }
 
     /// Sample passes (forward + backward of one sample) a job makes over `samples` samples;
     /// the cost model turns this into FLOPs and virtual seconds.
@@ -79,10 +99,15 @@ pub trait LocalTrainer: Send + Sync {
         None
     }
 
-    /// The whole job in one segment.
-    fn train(&self, job: TrainJob) -> Result<TrainOutcome> {
-        let mut session = self.start(job)?;
+    /// A whole cohort in one segment; one outcome per job, in order.
+    fn train_cohort(&self, jobs: Vec<TrainJob>) -> Result<Vec<TrainOutcome>> {
+        let mut session = self.start(jobs)?;
         session.run_until(1.0)?;
         session.finish()
+    }
+
+    /// One whole job, as a cohort of one.
+    fn train(&self, job: TrainJob) -> Result<TrainOutcome> {
+        self.train_cohort(vec![job])?.pop().ok_or_else(|| Error::invalid("trainer: a cohort of one gave no outcome"))
     }
 }

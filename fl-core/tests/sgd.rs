@@ -37,11 +37,11 @@ fn sgd(cfg: SgdConfig) -> Sgd {
 fn a_job_run_in_segments_equals_the_job_run_at_once() {
     let trainer = sgd(SgdConfig::default());
     let whole = trainer.train(job(None)).unwrap();
-    let mut session = trainer.start(job(None)).unwrap();
+    let mut session = trainer.start(vec![job(None)]).unwrap();
     session.run_until(0.3).unwrap();
     session.run_until(0.7).unwrap();
     session.run_until(1.0).unwrap();
-    let split = session.finish().unwrap();
+    let split = session.finish().unwrap().remove(0);
     assert_eq!(whole.steps, 9, "3 epochs of 3 batches");
     assert_eq!(split.steps, 9);
     assert!(whole.params.equal(&split.params), "segmenting must not change the result");
@@ -56,12 +56,12 @@ fn merging_a_pulled_model_mixes_with_the_pull_weight() {
     let info = PullInfo { base_version: 0, pulled_version: 4 };
     for (beta, expect_pulled) in [(1.0, true), (0.0, false)] {
         let trainer = sgd(SgdConfig { pull_weight: beta, ..Default::default() });
-        let mut reference = trainer.start(job(None)).unwrap();
+        let mut reference = trainer.start(vec![job(None)]).unwrap();
         reference.run_until(0.5).unwrap();
-        let mut merged = trainer.start(job(None)).unwrap();
+        let mut merged = trainer.start(vec![job(None)]).unwrap();
         merged.run_until(0.5).unwrap();
         merged.merge_pulled(&pulled, info).unwrap();
-        let (reference, merged) = (reference.finish().unwrap(), merged.finish().unwrap());
+        let (reference, merged) = (reference.finish().unwrap().remove(0), merged.finish().unwrap().remove(0));
         assert_eq!(merged.params.equal(&pulled), expect_pulled, "β = {beta}");
         assert_eq!(merged.params.equal(&reference.params), !expect_pulled, "β = {beta}");
     }

@@ -46,7 +46,7 @@ use fl_core::{Structure, TensorSpec, UnitGroup, UnitMember};
 use serde::{Deserialize, Serialize};
 use tch::Tensor;
 
-use crate::{flops, init};
+use crate::{cohort, flops, init};
 
 /// The token id whose embedding row is zero and receives no gradient (padding and `<unk>`).
 pub const PADDING_IDX: i64 = 0;
@@ -159,10 +159,10 @@ impl Model for FastText {
     fn forward(&self, params: &[Tensor], x: &Tensor, _mode: &mut Mode) -> Tensor {
         assert_eq!(params.len(), 5, "fasttext forward: expected 5 tensors, got {}", params.len());
         // PyTorch's `padding_idx`: the padding row's gradient is zero.
-        let embedded = Tensor::embedding(&params[0], x, PADDING_IDX, false, false);
-        let mean = embedded.mean_dim(1, false, embedded.kind());
-        let hidden = mean.linear(&params[1], Some(&params[2]));
-        hidden.linear(&params[3], Some(&params[4])).log_softmax(-1, hidden.kind())
+        let embedded = cohort::embedding(&params[0], x, PADDING_IDX);
+        let mean = embedded.mean_dim(2, false, embedded.kind());
+        let hidden = cohort::linear(&mean, &params[1], &params[2]);
+        cohort::linear(&hidden, &params[3], &params[4]).log_softmax(-1, hidden.kind())
     }
 
     fn flops_per_tensor(&self, shapes: &[Vec<i64>]) -> Vec<f64> {
@@ -192,6 +192,7 @@ inventory::submit! {
 mod tests {
     use super::*;
     use crate::testing::assert_default_init;
+    use fl_core::forward_one;
     use rand::SeedableRng;
     use tch::Kind;
 
@@ -257,7 +258,7 @@ mod tests {
             floats(&[1.0, -1.0, 0.0, 2.0], &[2, 2]),
             floats(&[0.0, 0.5], &[2]),
         ];
-        let y = m.forward(&params, &ids(&[&[1, 2, 0], &[3, 3, 3]]), &mut Mode::Eval);
+        let y = forward_one(&m, &params, &ids(&[&[1, 2, 0], &[3, 3, 3]]), &mut Mode::Eval);
         assert_eq!(y.size(), [2, 2]);
         let got = Vec::<f32>::try_from(y.reshape([-1])).unwrap();
         let d = 7.0f64 / 6.0;
@@ -275,7 +276,7 @@ mod tests {
         // Padding (0) fills most positions; token 5 never appears.
         let x = ids(&[&[1, 2, 0, 0, 0], &[3, 0, 4, 0, 0], &[0, 0, 0, 0, 0]]);
         let y = Tensor::from_slice(&[0i64, 1, 0]);
-        m.forward(&params, &x, &mut Mode::Eval).cross_entropy_for_logits(&y).backward();
+        forward_one(&m, &params, &x, &mut Mode::Eval).cross_entropy_for_logits(&y).backward();
         let g = params[0].grad();
         let row_norm = |r: i64| g.get(r).abs().sum(Kind::Double).double_value(&[]);
         assert_eq!(row_norm(0), 0.0, "padding row");
@@ -319,8 +320,8 @@ mod tests {
         assert_eq!(sub.shapes(), vec![vec![30, 4], vec![3, 4], vec![3], vec![3, 3], vec![3]]);
         let zeroed = mask.scatter(&sub, &m.structure().shapes());
         let x = ids(&[&[1, 5, 29, 0, 0, 0, 0], &[7, 7, 2, 3, 11, 0, 0]]);
-        let a = m.forward(sub.tensors(), &x, &mut Mode::Eval);
-        let b = m.forward(zeroed.tensors(), &x, &mut Mode::Eval);
+        let a = forward_one(&m, sub.tensors(), &x, &mut Mode::Eval);
+        let b = forward_one(&m, zeroed.tensors(), &x, &mut Mode::Eval);
         assert!(a.allclose(&b, 1e-5, 1e-6, false));
     }
 
@@ -360,7 +361,7 @@ mod tests {
             .collect();
         // Full-batch gradient descent.
         for _ in 0..300 {
-            let loss = m.forward(&params, &x, &mut Mode::Eval).cross_entropy_for_logits(&y);
+            let loss = forward_one(&m, &params, &x, &mut Mode::Eval).cross_entropy_for_logits(&y);
             for p in params.iter_mut() {
                 p.zero_grad();
             }
@@ -371,7 +372,7 @@ mod tests {
                 }
             });
         }
-        let predicted = m.forward(&params, &x, &mut Mode::Eval).argmax(-1, false);
+        let predicted = forward_one(&m, &params, &x, &mut Mode::Eval).argmax(-1, false);
         let accuracy = predicted.eq_tensor(&y).to_kind(Kind::Double).mean(Kind::Double).double_value(&[]);
         assert!(accuracy > 0.95, "accuracy {accuracy}");
         assert_eq!(params[0].get(0).abs().sum(Kind::Double).double_value(&[]), 0.0, "padding row still 0");

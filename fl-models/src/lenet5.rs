@@ -30,7 +30,7 @@ use fl_core::{Structure, TensorSpec, UnitGroup, UnitMember};
 use serde::{Deserialize, Serialize};
 use tch::Tensor;
 
-use crate::{flops, init};
+use crate::{cohort, flops, init};
 
 /// Parameters of the `lenet5` component: none; the input shape fixes the padding.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -112,8 +112,9 @@ impl LeNet5 {
     }
 }
 
+/// Convolution, ReLU and 2×2 max-pooling of every client, in the grouped layout.
 fn conv_relu_pool(x: &Tensor, w: &Tensor, b: &Tensor, padding: i64) -> Tensor {
-    x.conv2d(w, Some(b), [1, 1], [padding, padding], [1, 1], 1).relu().max_pool2d([2, 2], [2, 2], [0, 0], [1, 1], false)
+    cohort::conv2d(x, w, b, 1, padding).relu().max_pool2d([2, 2], [2, 2], [0, 0], [1, 1], false)
 }
 
 impl Model for LeNet5 {
@@ -129,15 +130,17 @@ impl Model for LeNet5 {
         let [c1w, c1b, c2w, c2b, f1w, f1b, f2w, f2b, f3w, f3b] = params else {
             panic!("lenet5 forward: expected 10 tensors, got {}", params.len());
         };
+        let clients = c1w.size()[0];
         let [c, h, w] = self.input;
-        let x = x.reshape([-1, c, h, w]);
+        let x = cohort::to_grouped(&x.reshape([clients, -1, c, h, w]));
         let x = conv_relu_pool(&x, c1w, c1b, self.padding);
-        // `[batch, channels, 5, 5]` → `[batch, channels · 25]`, channel first, for any kept
-        // channel count.
-        let x = conv_relu_pool(&x, c2w, c2b, 0).flatten(1, -1);
-        let x = x.linear(f1w, Some(f1b)).relu();
-        let x = x.linear(f2w, Some(f2b)).relu();
-        x.linear(f3w, Some(f3b))
+        // `[batch, clients · channels, 5, 5]` → `[clients, batch, channels · 25]`, channel first,
+        // for any kept channel count.
+        let x = conv_relu_pool(&x, c2w, c2b, 0);
+        let x = x.reshape([x.size()[0], clients, -1]).transpose(0, 1);
+        let x = cohort::linear(&x, f1w, f1b).relu();
+        let x = cohort::linear(&x, f2w, f2b).relu();
+        cohort::linear(&x, f3w, f3b)
     }
 
     fn flops_per_tensor(&self, shapes: &[Vec<i64>]) -> Vec<f64> {
@@ -175,6 +178,7 @@ inventory::submit! {
 mod tests {
     use super::*;
     use crate::testing::{assert_default_init, assert_grads_flow, input, labels};
+    use fl_core::forward_one;
     use rand::SeedableRng;
 
     fn spec(shape: &[i64]) -> DataSpec {
@@ -274,7 +278,7 @@ mod tests {
         for shape in [[1, 28, 28], [1, 32, 32], [3, 32, 32], [3, 28, 28]] {
             let m = LeNet5::new(&spec(&shape)).unwrap();
             let p = m.init(&mut Rng::seed_from_u64(2));
-            let y = m.forward(p.tensors(), &input(&[5, shape[0], shape[1], shape[2]], 1), &mut Mode::Eval);
+            let y = forward_one(&m, p.tensors(), &input(&[5, shape[0], shape[1], shape[2]], 1), &mut Mode::Eval);
             assert_eq!(y.size(), [5, 10], "input {shape:?}");
         }
     }
@@ -306,7 +310,7 @@ mod tests {
         let h = (h.matmul(&t[4].tr()) + &t[5]).relu();
         let h = (h.matmul(&t[6].tr()) + &t[7]).relu();
         let want = h.matmul(&t[8].tr()) + &t[9];
-        assert!(m.forward(t, &x, &mut Mode::Eval).allclose(&want, 1e-5, 1e-6, false));
+        assert!(forward_one(&m, t, &x, &mut Mode::Eval).allclose(&want, 1e-5, 1e-6, false));
     }
 
     #[test]
@@ -323,7 +327,7 @@ mod tests {
         // 75 + 3 + 600 + 8 + 12,000 + 60 + 2,520 + 42 + 420 + 10.
         assert_eq!(mask.kept_params(&m.structure().shapes()), 15_738);
         let sub = mask.extract(&p);
-        let y = m.forward(sub.tensors(), &input(&[3, 1, 28, 28], 3), &mut Mode::Eval);
+        let y = forward_one(&m, sub.tensors(), &input(&[3, 1, 28, 28], 3), &mut Mode::Eval);
         assert_eq!(y.size(), [3, 10]);
         // conv1 2·3·25·784 = 117,600 + 3·784 = 2,352; conv2 2·8·3·25·100 = 120,000 + 800;
         // fc1 2·60·200 = 24,000 + 60; fc2 2·42·60 = 5,040 + 42; fc3 2·10·42 = 840 + 10.
@@ -349,8 +353,8 @@ mod tests {
         assert_eq!(sub.shapes()[4], [18, 125]);
         let zeroed = mask.scatter(&sub, &m.structure().shapes());
         let x = input(&[4, 3, 32, 32], 4);
-        let a = m.forward(sub.tensors(), &x, &mut Mode::Eval);
-        let b = m.forward(zeroed.tensors(), &x, &mut Mode::Eval);
+        let a = forward_one(&m, sub.tensors(), &x, &mut Mode::Eval);
+        let b = forward_one(&m, zeroed.tensors(), &x, &mut Mode::Eval);
         assert!(a.allclose(&b, 1e-5, 1e-6, false));
     }
 

@@ -7,6 +7,7 @@
 //! Every model registers itself with `inventory` under the name its file documents; a binary
 //! must reference this crate (`use fl_models as _;`) for the registrations to survive linking.
 
+pub mod cohort;
 mod fasttext;
 pub mod flops;
 pub mod init;

@@ -30,7 +30,7 @@ use fl_core::{Structure, TensorSpec, UnitGroup, UnitMember};
 use serde::{Deserialize, Serialize};
 use tch::Tensor;
 
-use crate::{flops, init};
+use crate::{cohort, flops, init};
 
 /// Where a hidden layer's dropout sits relative to its ReLU (equivalent; see the module doc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -148,9 +148,9 @@ impl Model for Mlp {
             params.len()
         );
         let layers = params.len() / 2;
-        let mut h = x.flatten(1, -1);
+        let mut h = x.flatten(2, -1);
         for (i, layer) in params.chunks(2).enumerate() {
-            h = h.linear(&layer[0], Some(&layer[1]));
+            h = cohort::linear(&h, &layer[0], &layer[1]);
             if i + 1 < layers {
                 h = self.hidden_activation(&h, mode);
             }
@@ -181,8 +181,8 @@ inventory::submit! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::{assert_default_init, assert_grads_flow, input, labels};
-    use fl_core::rng::TensorNoise;
+    use crate::testing::{assert_default_init, assert_grads_flow, input, labels, noise};
+    use fl_core::forward_one;
     use rand::SeedableRng;
     use tch::Kind;
 
@@ -264,7 +264,7 @@ mod tests {
         let w2 = Tensor::from_slice(&[1.0f32, 2.0, -1.0, 0.5]).reshape([2, 2]);
         let b2 = Tensor::from_slice(&[0.0f32, 1.0]);
         let x = Tensor::from_slice(&[1.0f32, 2.0, 3.0]).reshape([1, 3]);
-        let y = m.forward(&[w1, b1, w2, b2], &x, &mut Mode::Eval);
+        let y = forward_one(&m, &[w1, b1, w2, b2], &x, &mut Mode::Eval);
         let got = Vec::<f32>::try_from(y.reshape([-1])).unwrap();
         assert!((got[0] - 0.6).abs() < 1e-6 && (got[1] - 0.4).abs() < 1e-6, "got {got:?}");
     }
@@ -279,7 +279,7 @@ mod tests {
         let h1 = (flat.matmul(&t[0].tr()) + &t[1]).relu();
         let h2 = (h1.matmul(&t[2].tr()) + &t[3]).relu();
         let want = h2.matmul(&t[4].tr()) + &t[5];
-        let got = m.forward(t, &x, &mut Mode::Eval);
+        let got = forward_one(&m, t, &x, &mut Mode::Eval);
         assert_eq!(got.size(), [8, 10]);
         assert!(got.allclose(&want, 1e-5, 1e-6, false));
     }
@@ -292,7 +292,7 @@ mod tests {
         let shapes = mask.sub_shapes(&m.structure().shapes());
         assert_eq!(shapes, vec![vec![100, 784], vec![100], vec![100, 100], vec![100], vec![10, 100], vec![10]]);
         let sub = mask.extract(&p);
-        let y = m.forward(sub.tensors(), &input(&[4, 1, 28, 28], 2), &mut Mode::Eval);
+        let y = forward_one(&m, sub.tensors(), &input(&[4, 1, 28, 28], 2), &mut Mode::Eval);
         assert_eq!(y.size(), [4, 10]);
         // 2·(784·100 + 100·100 + 100·10) = 178,800 for the weights, 100 + 100 + 10 for the biases.
         assert_eq!(m.flops_per_tensor(&shapes), vec![156_800.0, 100.0, 20_000.0, 100.0, 2_000.0, 10.0]);
@@ -309,8 +309,8 @@ mod tests {
         let sub = mask.extract(&p);
         let zeroed = mask.scatter(&sub, &m.structure().shapes());
         let x = input(&[6, 1, 28, 28], 3);
-        let a = m.forward(sub.tensors(), &x, &mut Mode::Eval);
-        let b = m.forward(zeroed.tensors(), &x, &mut Mode::Eval);
+        let a = forward_one(&m, sub.tensors(), &x, &mut Mode::Eval);
+        let b = forward_one(&m, zeroed.tensors(), &x, &mut Mode::Eval);
         assert!(a.allclose(&b, 1e-5, 1e-6, false));
     }
 
@@ -330,14 +330,14 @@ mod tests {
         let plain = mlp(&[200], 0.0, DropoutPosition::BeforeRelu);
         let p = m.init(&mut Rng::seed_from_u64(8));
         let x = input(&[32, 1, 28, 28], 5);
-        let train = |seed| m.forward(p.tensors(), &x, &mut Mode::Train(&mut TensorNoise::new(seed)));
+        let train = |seed| forward_one(&m, p.tensors(), &x, &mut Mode::Train(&mut noise(seed)));
         assert!(train(1).equal(&train(1)), "same noise seed, same output");
         assert!(!train(1).equal(&train(2)), "other noise seed, other output");
-        let eval = m.forward(p.tensors(), &x, &mut Mode::Eval);
-        assert!(eval.equal(&plain.forward(p.tensors(), &x, &mut Mode::Eval)), "eval ignores dropout");
+        let eval = forward_one(&m, p.tensors(), &x, &mut Mode::Eval);
+        assert!(eval.equal(&forward_one(&plain, p.tensors(), &x, &mut Mode::Eval)), "eval ignores dropout");
         assert!(!train(1).allclose(&eval, 1e-3, 1e-3, false), "training applies dropout");
         // Without dropout, training and eval forwards agree.
-        let plain_train = plain.forward(p.tensors(), &x, &mut Mode::Train(&mut TensorNoise::new(1)));
+        let plain_train = forward_one(&plain, p.tensors(), &x, &mut Mode::Train(&mut noise(1)));
         assert!(plain_train.equal(&eval));
     }
 
@@ -351,7 +351,7 @@ mod tests {
         let zero = Tensor::zeros([200], (Kind::Float, tch::Device::Cpu));
         let params = [eye.shallow_clone(), zero.shallow_clone(), eye, zero];
         let x = Tensor::ones([50, 200], (Kind::Float, tch::Device::Cpu));
-        let y = m.forward(&params, &x, &mut Mode::Train(&mut TensorNoise::new(11)));
+        let y = forward_one(&m, &params, &x, &mut Mode::Train(&mut noise(11)));
         // Kept units are scaled to 1 / (1 - 0.25); dropped ones are 0.
         let kept = y.ne(0.0).to_kind(Kind::Double).mean(Kind::Double).double_value(&[]);
         assert!((kept - 0.75).abs() < 0.02, "kept share {kept}");
@@ -370,7 +370,7 @@ mod tests {
         let y = labels(16, 10);
         let run = |m: &Mlp| {
             let params: Vec<Tensor> = p.tensors().iter().map(|t| t.detach().copy().set_requires_grad(true)).collect();
-            let logits = m.forward(&params, &x, &mut Mode::Train(&mut TensorNoise::new(3)));
+            let logits = forward_one(m, &params, &x, &mut Mode::Train(&mut noise(3)));
             logits.cross_entropy_for_logits(&y).backward();
             (logits.detach(), params.iter().map(Tensor::grad).collect::<Vec<_>>())
         };

@@ -1,13 +1,18 @@
 //! Helpers shared by the models' unit tests: deterministic inputs and labels, and checks of
 //! the default initialisation and of gradient flow.
 
-use fl_core::rng::TensorNoise;
-use fl_core::{Mode, Model};
+use fl_core::rng::{CohortNoise, TensorNoise};
+use fl_core::{Mode, Model, forward_one};
 use tch::{Device, Kind, Tensor};
 
 /// Deterministic inputs in [-1, 1) (never libtorch's global generator).
 pub fn input(shape: &[i64], seed: u64) -> Tensor {
     TensorNoise::new(seed).uniform(shape, Device::Cpu) * 2.0 - 1.0
+}
+
+/// The noise of a lone client's stream `seed` (a cohort of one).
+pub fn noise(seed: u64) -> CohortNoise {
+    CohortNoise::new(vec![TensorNoise::new(seed)], Device::Cpu)
 }
 
 /// Labels `0, 1, …, classes - 1, 0, 1, …` for a batch of `n`.
@@ -37,8 +42,7 @@ pub fn assert_default_init(t: &Tensor, fan_in: i64) {
 /// defined, finite, non-zero gradient of its own shape.
 pub fn assert_grads_flow(model: &dyn Model, params: &[Tensor], x: &Tensor, y: &Tensor) {
     let params: Vec<Tensor> = params.iter().map(|t| t.detach().copy().set_requires_grad(true)).collect();
-    let mut noise = TensorNoise::new(1);
-    let loss = model.forward(&params, x, &mut Mode::Train(&mut noise)).cross_entropy_for_logits(y);
+    let loss = forward_one(model, &params, x, &mut Mode::Train(&mut noise(1))).cross_entropy_for_logits(y);
     loss.backward();
     for (i, p) in params.iter().enumerate() {
         let g = p.grad();

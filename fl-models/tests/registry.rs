@@ -2,7 +2,7 @@
 //! registry, and reject unknown keys and invalid values with errors naming the key.
 
 use fl_core::rng::Rng;
-use fl_core::{Builder, DataSpec, Kind, Mode, Params, Registry};
+use fl_core::{Builder, DataSpec, Kind, Mode, Params, Registry, forward_one};
 use rand::SeedableRng;
 use tch::Tensor;
 
@@ -47,7 +47,7 @@ fn fasttext_builds_from_the_text_spec_and_rejects_images() {
     assert_eq!(small.structure().num_params(), 10 * 8 + 4 * 8 + 4 + 4 * 4 + 4);
     let p = small.init(&mut Rng::seed_from_u64(2));
     let x = Tensor::from_slice(&[3i64; 400]).view([2, 200]);
-    let y = small.forward(p.tensors(), &x, &mut Mode::Eval);
+    let y = forward_one(&*small, p.tensors(), &x, &mut Mode::Eval);
     assert_eq!(y.size(), [2, 4]);
     // log_softmax outputs: each row's probabilities sum to 1.
     let total = y.exp().sum(tch::Kind::Double).double_value(&[]);
@@ -69,7 +69,7 @@ fn models_build_from_toml_and_run() {
     assert_eq!(lenet.structure().num_params(), 62_006 - 10 * 84 - 10 + 100 * 84 + 100);
     let p = lenet.init(&mut Rng::seed_from_u64(1));
     let x = Tensor::zeros([2, 3, 32, 32], (tch::Kind::Float, tch::Device::Cpu));
-    assert_eq!(lenet.forward(p.tensors(), &x, &mut Mode::Eval).size(), [2, 100]);
+    assert_eq!(forward_one(&*lenet, p.tensors(), &x, &mut Mode::Eval).size(), [2, 100]);
 }
 
 #[test]

@@ -12,7 +12,7 @@ use fl_algo_baselines::{
     AsyncConfig, AsyncMix, AsyncMixConfig, AsyncUpdates, BufferedMean, BufferedMeanConfig, InverseSqrt, Polynomial,
     SyncRounds, SyncRoundsConfig, WeightedMean, WeightedMeanConfig,
 };
-use fl_core::engine::{EvalConfig, EvalRecord, RunLimits, Setup};
+use fl_core::engine::{EvalConfig, EvalRecord, RunConfig, Setup};
 use fl_core::mask_policy::FullModel;
 use fl_core::profile::{DevicesConfig, Quantity};
 use fl_core::split::SplitConfig;
@@ -58,7 +58,7 @@ fn with_clients(
             jitter: 0.0,
         },
         eval: EvalConfig::default(),
-        limits: RunLimits::default(),
+        run: RunConfig::default(),
         seed: 7,
         device: Device::Cpu,
         workers: 2,
@@ -252,7 +252,7 @@ fn timers_fire_at_their_virtual_time_and_evaluations_follow_the_virtual_cadence(
 fn the_virtual_time_limit_ends_a_run_at_the_limit() {
     let scheduler = Box::new(AsyncUpdates::new(AsyncConfig { buffer: 1, concurrency: None, aggregations: 1000 }));
     let mut s = setup(scheduler, Box::new(AsyncMix::new(AsyncMixConfig::default())), Box::new(Constant));
-    s.limits = RunLimits { max_virtual_time_s: Some(2.5), ..Default::default() };
+    s.run = RunConfig { max_virtual_time_s: Some(2.5), ..Default::default() };
     let summary = Simulation::new(s).unwrap().run(&mut ()).unwrap();
     // Arrivals before 2.5 s: c1 at 1 s, c2 and c1 at 2 s (see the staleness scenario).
     assert_eq!(summary.aggregations, 3);

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use fl_algo_baselines::{AsyncMix, AsyncMixConfig, Polynomial};
 use fl_algo_fedraa::{AsyncFragments, AsyncFragmentsConfig, NeuronFragments, NeuronFragmentsConfig};
-use fl_core::engine::{EvalConfig, RunLimits, Setup};
+use fl_core::engine::{EvalConfig, RunConfig, Setup};
 use fl_core::profile::{DevicesConfig, Quantity};
 use fl_core::tch::{Device, Tensor};
 use fl_core::testing::tiny_dataset;
@@ -76,7 +76,7 @@ fn a_slow_arrival_is_mixed_with_the_weight_of_the_merges_since_its_dispatch() {
             jitter: 0.0,
         },
         eval: EvalConfig::default(),
-        limits: RunLimits::default(),
+        run: RunConfig::default(),
         seed: 3,
         device: Device::Cpu,
         workers: 2,

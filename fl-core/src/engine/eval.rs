@@ -3,7 +3,7 @@
 use tch::{Kind, Tensor};
 
 use crate::data::Dataset;
-use crate::model::{Mode, Model};
+use crate::model::{Mode, Model, forward_one};
 use crate::params::ParamSet;
 
 /// Test accuracy and mean cross-entropy of `params` on `test`.
@@ -21,7 +21,7 @@ pub fn evaluate(model: &dyn Model, params: &ParamSet, test: &Dataset, batch_size
             let len = (batch_size as i64).min(n - begin);
             let x = test.x.narrow(0, begin, len);
             let y = test.y.narrow(0, begin, len);
-            let logits = model.forward(params.tensors(), &x, &mut Mode::Eval);
+            let logits = forward_one(model, params.tensors(), &x, &mut Mode::Eval);
             correct += logits.argmax(-1, false).eq_tensor(&y).sum(Kind::Int64);
             loss_sum += logits.cross_entropy_for_logits(&y).to_kind(Kind::Double) * len as f64;
             begin += len;

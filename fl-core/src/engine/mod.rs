@@ -3,22 +3,24 @@
 //! Virtual time advances from event to event (arrivals, timers, evaluations) in (time,
 //! sequence) order. Compute is decoupled from the clock: when a client is dispatched its inputs
 //! are fixed, so its training starts at once on the worker pool, concurrently with other jobs;
-//! its result is *committed* when the virtual clock reaches its arrival time. Every random draw
-//! comes from a stream derived from the run seed, so the same configuration and seed give the
-//! same metrics whatever the number of workers.
+//! its result is *committed* when the virtual clock reaches its arrival time. Jobs whose inputs
+//! are fixed train together as cohorts (see [`cohort`]). Every random draw comes from a stream
+//! derived from the run seed, so the same configuration and seed give the same metrics whatever
+//! the number of workers.
 
+pub mod cohort;
 mod eval;
 mod pool;
 mod record;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use tch::{Device, Tensor};
 
 pub use eval::evaluate;
 pub use pool::{JobHandle, WorkerPool};
-pub use record::{ClientStats, EvalConfig, EvalRecord, Observer, RunLimits, Summary};
+pub use record::{ClientStats, EvalConfig, EvalRecord, Observer, RunConfig, Summary};
 
 use crate::aggregator::{AggregateCtx, Aggregator, Staleness};
 use crate::clock::{EventQueue, Tick, seconds, ticks};
@@ -33,8 +35,9 @@ use crate::rng::{self, Rng, TensorNoise, tag};
 use crate::scheduler::Scheduler;
 use crate::split::SplitPoint;
 use crate::staleness::{StalenessCtx, StalenessFn};
-use crate::trainer::{LocalTrainer, PullInfo, TrainJob, TrainSession};
+use crate::trainer::{LocalTrainer, PullInfo, TrainJob, TrainOutcome, TrainSession};
 use crate::update::ClientUpdate;
+use cohort::CohortSlot;
 
 /// Bytes per transferred parameter (float32).
 pub const BYTES_PER_PARAM: f64 = 4.0;
@@ -54,7 +57,7 @@ pub struct Setup {
     pub partition: Vec<Vec<i64>>,
     pub devices: DevicesConfig,
     pub eval: EvalConfig,
-    pub limits: RunLimits,
+    pub run: RunConfig,
     pub seed: u64,
     pub device: Device,
     pub workers: usize,
@@ -69,6 +72,16 @@ enum Event {
 }
 
 type SessionHandle = JobHandle<Result<Box<dyn TrainSession>>>;
+
+/// Where a job's training stands.
+enum Work {
+    /// Waiting in `World::deferred` to join a cohort.
+    Deferred,
+    /// Training (or trained) as job `i` of a cohort.
+    Cohort(Arc<CohortSlot>, usize),
+    /// A job split into segments (it pulls mid-training): a session of its own.
+    Session(SessionHandle),
+}
 
 struct InFlight {
     client: usize,
@@ -87,7 +100,7 @@ struct InFlight {
     transfer_bytes: f64,
     /// Bytes relayed each way across a split during training.
     relay_bytes: f64,
-    handle: SessionHandle,
+    work: Work,
 }
 
 struct Client {
@@ -123,10 +136,17 @@ pub(crate) struct World {
     /// The trainer's client/server cut, resolved against the model.
     split: Option<SplitPoint>,
     eval: EvalConfig,
-    limits: RunLimits,
+    run: RunConfig,
     seed: u64,
     shapes: Vec<Vec<i64>>,
     pool: WorkerPool,
+    /// Most jobs in a cohort (1: no batching).
+    cohort_cap: usize,
+    /// Dispatched jobs waiting to train, in dispatch order.
+    deferred: Vec<(u64, TrainJob)>,
+    /// Notes for the run log, each said once.
+    notes: BTreeSet<&'static str>,
+    unsaid: Vec<&'static str>,
     sched_rng: Rng,
     mask_rng: Rng,
     now: Tick,
@@ -287,7 +307,7 @@ impl Simulation {
             partition,
             devices,
             eval,
-            limits,
+            run,
             seed,
             device,
             workers,
@@ -313,6 +333,12 @@ impl Simulation {
         if global.shapes() != shapes {
             return Err(Error::invalid("model init: parameter shapes differ from the model's structure"));
         }
+        let cohorts = run.batching.cohorts_on(device);
+        let cohort_cap = if cohorts && trainer.batches() { run.max_cohort.unwrap_or(usize::MAX) } else { 1 };
+        let mut unsaid = Vec::new();
+        if cohorts && !trainer.batches() {
+            unsaid.push("the trainer cannot batch clients: every job trains alone (a cohort of one)");
+        }
         let split = trainer
             .split()
             .map(|s| s.resolve(model.structure()))
@@ -331,10 +357,14 @@ impl Simulation {
             devices,
             split,
             eval,
-            limits,
+            run,
             seed,
             shapes,
             pool: WorkerPool::new(workers),
+            cohort_cap,
+            deferred: Vec::new(),
+            notes: unsaid.iter().copied().collect(),
+            unsaid,
             sched_rng: rng::stream(seed, &[tag::SCHEDULER]),
             mask_rng: rng::stream(seed, &[tag::MASK]),
             now: 0,
@@ -358,7 +388,7 @@ impl Simulation {
     }
 
     pub fn planned_aggregations(&self) -> Option<u64> {
-        match (self.scheduler.planned_aggregations(), self.world.limits.max_aggregations) {
+        match (self.scheduler.planned_aggregations(), self.world.run.max_aggregations) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
@@ -382,8 +412,11 @@ impl Simulation {
         w.evaluate(observer)?;
         self.scheduler.on_start(&mut SchedCtx { world: &mut self.world, observer })?;
         while !self.world.stopped {
+            for note in self.world.unsaid.drain(..) {
+                observer.on_note(note);
+            }
             let Some((at, event)) = self.world.queue.pop() else { break };
-            if let Some(limit) = self.world.limits.max_virtual_time_s.map(ticks) {
+            if let Some(limit) = self.world.run.max_virtual_time_s.map(ticks) {
                 if at > limit {
                     self.world.now = limit;
                     break;
@@ -498,13 +531,23 @@ impl World {
             rng: job_rng,
             noise,
         };
-        let trainer = Arc::clone(&self.trainer);
-        let share = pull_share.unwrap_or(1.0);
-        let handle = self.pool.submit(move || -> Result<Box<dyn TrainSession>> {
-            let mut session = trainer.start(train_job)?;
-            session.run_until(share)?;
-            Ok(session)
-        });
+        let work = match pull_share {
+            Some(share) => {
+                if self.cohort_cap > 1 {
+                    self.note("jobs that pull the global model mid-training train alone (cohorts of one)");
+                }
+                let trainer = Arc::clone(&self.trainer);
+                Work::Session(self.pool.submit(move || -> Result<Box<dyn TrainSession>> {
+                    let mut session = trainer.start(vec![train_job])?;
+                    session.run_until(share)?;
+                    Ok(session)
+                }))
+            }
+            None => {
+                self.deferred.push((job, train_job));
+                Work::Deferred
+            }
+        };
         let (at, event) = match pull_share {
             Some(share) => (phases.down_s + share * phases.compute_s, Event::Pull(job)),
             None => (phases.total_s(), Event::Arrival(job)),
@@ -525,9 +568,12 @@ impl World {
                 pulled_version: None,
                 transfer_bytes: bytes,
                 relay_bytes: cost.relay_bytes,
-                handle,
+                work,
             },
         );
+        if self.deferred.len() >= self.cohort_cap {
+            self.flush();
+        }
         self.bytes_down += bytes + cost.relay_bytes;
         let c = &mut self.clients[client];
         c.busy = true;
@@ -540,8 +586,8 @@ impl World {
     /// newer than its start, after a second download); the rest of its work then resumes.
     fn pull(&mut self, job: u64) -> Result<()> {
         let mut f = self.in_flight.remove(&job).expect("every pull has an in-flight job");
-        let session =
-            f.handle.wait().map_err(|e| Error::invalid(format!("job {job} of client {}: {e}", f.client)))??;
+        let Work::Session(handle) = f.work else { unreachable!("pulling jobs train in sessions of their own") };
+        let session = handle.wait().map_err(|e| Error::invalid(format!("job {job} of client {}: {e}", f.client)))??;
         let share = f.pull_share.expect("pull events come from pulling jobs");
         let pulled = (self.version > f.base_version).then(|| {
             let info = PullInfo { base_version: f.base_version, pulled_version: self.version };
@@ -554,13 +600,13 @@ impl World {
             f.pulled_version = Some(self.version);
         }
         let mut session = session;
-        f.handle = self.pool.submit(move || -> Result<Box<dyn TrainSession>> {
+        f.work = Work::Session(self.pool.submit(move || -> Result<Box<dyn TrainSession>> {
             if let Some((params, info)) = pulled {
                 session.merge_pulled(&params, info)?;
             }
             session.run_until(1.0)?;
             Ok(session)
-        });
+        }));
         let rest = (1.0 - share) * f.phases.compute_s + f.phases.up_s;
         self.queue.push(resume_at + ticks(rest), Event::Arrival(job));
         self.in_flight.insert(job, f);
@@ -582,12 +628,45 @@ impl World {
         }
     }
 
+    /// Says `note` in the run log, once per run.
+    fn note(&mut self, note: &'static str) {
+        if self.notes.insert(note) {
+            self.unsaid.push(note);
+        }
+    }
+
+    /// Starts training every deferred job, in cohorts (see [`cohort`]).
+    fn flush(&mut self) {
+        let deferred = std::mem::take(&mut self.deferred);
+        let shapes: Vec<(u64, Vec<Vec<i64>>)> = deferred.iter().map(|(id, j)| (*id, j.params.shapes())).collect();
+        let cohorts = cohort::cohorts(shapes.iter().map(|(id, s)| (*id, s.as_slice())), self.cohort_cap);
+        let mut jobs: BTreeMap<u64, TrainJob> = deferred.into_iter().collect();
+        for ids in cohorts {
+            let members: Vec<TrainJob> =
+                ids.iter().map(|id| jobs.remove(id).expect("each deferred job once")).collect();
+            let trainer = Arc::clone(&self.trainer);
+            let slot = Arc::new(CohortSlot::new(self.pool.submit(move || trainer.train_cohort(members))));
+            for (i, id) in ids.iter().enumerate() {
+                self.in_flight.get_mut(id).expect("deferred jobs are in flight").work =
+                    Work::Cohort(Arc::clone(&slot), i);
+            }
+        }
+    }
+
     /// Waits for a job's result and makes it a pending update; returns its client.
     fn commit(&mut self, job: u64) -> Result<usize> {
+        if self.in_flight.get(&job).is_some_and(|f| matches!(f.work, Work::Deferred)) {
+            self.flush();
+        }
         let f = self.in_flight.remove(&job).expect("every arrival has an in-flight job");
         let fail = |e: String| Error::invalid(format!("job {job} of client {}: {e}", f.client));
-        let session = f.handle.wait().map_err(fail)??;
-        let out = session.finish()?;
+        let out: TrainOutcome = match f.work {
+            Work::Cohort(slot, i) => slot.take(i).map_err(fail)?,
+            Work::Session(handle) => {
+                handle.wait().map_err(fail)??.finish()?.pop().ok_or_else(|| fail("no outcome".into()))?
+            }
+            Work::Deferred => unreachable!("flushed above"),
+        };
         let delta = f.mask.scatter(&out.params.sub(&f.start), &self.shapes);
         self.clients[f.client].busy = false;
         self.bytes_up += f.transfer_bytes + f.relay_bytes;
@@ -649,7 +728,7 @@ impl World {
         if self.eval.every_aggregations.is_some_and(|k| k > 0 && self.version.is_multiple_of(k)) {
             self.evaluate(observer)?;
         }
-        if self.limits.max_aggregations.is_some_and(|m| self.version >= m) {
+        if self.run.max_aggregations.is_some_and(|m| self.version >= m) {
             self.stopped = true;
         }
         Ok(())
@@ -677,7 +756,7 @@ impl World {
         diagnostics.extend(self.sched_diagnostics.iter().map(|(k, v)| (k.clone(), *v)));
         observer.on_eval(&record, &diagnostics)?;
         self.records.push(record);
-        if self.limits.stop_at_accuracy.is_some_and(|a| accuracy >= a) {
+        if self.run.stop_at_accuracy.is_some_and(|a| accuracy >= a) {
             self.stopped = true;
         }
         Ok(())
@@ -690,7 +769,7 @@ impl World {
             self.version,
             self.updates_aggregated,
             &self.staleness_histogram,
-            self.limits.target_accuracy,
+            self.run.target_accuracy,
             self.clients.iter().map(|c| c.stats.clone()).collect(),
         )
     }

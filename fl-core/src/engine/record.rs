@@ -7,6 +7,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 
+use super::cohort::Batching;
+
 /// The `[eval]` section: when and how the global model is evaluated.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -36,22 +38,30 @@ impl EvalConfig {
     }
 }
 
-/// The `[run]` section: when a run ends regardless of the scheduler.
+/// The `[run]` section: when a run ends regardless of the scheduler, and how client jobs are
+/// batched into cohorts.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct RunLimits {
+pub struct RunConfig {
     pub max_aggregations: Option<u64>,
     pub max_virtual_time_s: Option<f64>,
     /// Stop as soon as an evaluation reaches this accuracy.
     pub stop_at_accuracy: Option<f64>,
     /// Report the virtual time at which this accuracy is first reached.
     pub target_accuracy: Option<f64>,
+    /// Whether client jobs train in cohorts (see [`super::cohort`]).
+    pub batching: Batching,
+    /// Most jobs in one cohort (memory); absent: as many as are ready.
+    pub max_cohort: Option<usize>,
 }
 
-impl RunLimits {
+impl RunConfig {
     pub fn validate(&self) -> std::result::Result<(), String> {
         if self.max_virtual_time_s.is_some_and(|t| !(t > 0.0)) {
             return Err("max_virtual_time_s: expected a positive number of seconds".into());
+        }
+        if self.max_cohort == Some(0) {
+            return Err("max_cohort: expected at least 1".into());
         }
         Ok(())
     }
@@ -101,6 +111,11 @@ impl EvalRecord {
 pub trait Observer {
     /// `diagnostics` are the aggregator's scalar diagnostics at that moment.
     fn on_eval(&mut self, record: &EvalRecord, diagnostics: &[(String, f64)]) -> Result<()>;
+
+    /// A note for the run log (how the run is computed, said once); printed by default.
+    fn on_note(&mut self, note: &str) {
+        eprintln!("note: {note}");
+    }
 }
 
 /// Discards records (tests that only need the summary).

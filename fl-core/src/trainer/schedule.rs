@@ -1,0 +1,106 @@
+//! The batch schedule of a cohort: which samples each client trains on at each step.
+//!
+//! Each client's sample order comes from its own host stream, exactly as if it trained alone:
+//! its positions are reshuffled at the start of every epoch (the previous epoch's order
+//! shuffled again) and cut into consecutive batches, the last one of an epoch shorter. The
+//! whole schedule is drawn before training and copied to the device once, so the step loop
+//! makes no host round trip.
+//!
+//! Clients train in lockstep. Cohort order puts the clients with the most steps first, so the
+//! clients still training at any step are a prefix of the cohort and the others drop out of
+//! the computation (they are not padded). Within a step, a client whose batch is shorter than
+//! the longest of the step is padded with zero-weight repeats of a valid sample: they cost
+//! compute but add nothing to its loss or gradients.
+
+use rand::seq::SliceRandom;
+use tch::{Device, Tensor};
+
+use crate::rng::Rng;
+
+/// One client's part of a cohort schedule.
+pub struct ClientPlan<'a> {
+    /// The client's sample indices into the training set, on the compute device.
+    pub indices: &'a Tensor,
+    /// How many samples it has.
+    pub samples: usize,
+    /// Optimisation steps it makes.
+    pub steps: usize,
+    /// Its batch-order stream.
+    pub rng: &'a mut Rng,
+}
+
+pub struct BatchSchedule {
+    /// Steps of each client, in cohort order (non-increasing).
+    steps: Vec<usize>,
+    /// `[T, C, B]` sample indices into the training set.
+    indices: Tensor,
+    /// `[T, C, B]` loss weights: `1 / len` for a client's `len` samples of the step, 0 for padding.
+    weights: Tensor,
+    /// Per step: clients still training (a prefix) and the longest batch among them.
+    shapes: Vec<(i64, i64)>,
+}
+
+impl BatchSchedule {
+    /// Draws the schedule of `clients`, given in cohort order (steps non-increasing), with
+    /// batches of at most `batch_size` samples.
+    pub fn draw(mut clients: Vec<ClientPlan>, batch_size: usize, device: Device) -> BatchSchedule {
+        let steps: Vec<usize> = clients.iter().map(|c| c.steps).collect();
+        assert!(steps.windows(2).all(|w| w[0] >= w[1]), "cohort order puts the longest jobs first");
+        let total = steps.first().copied().unwrap_or(0);
+        let width = clients.iter().map(|c| batch_size.min(c.samples)).max().unwrap_or(1);
+        let cells = total * width;
+        let mut positions = vec![0i64; clients.len() * cells];
+        let mut weights = vec![0f32; clients.len() * cells];
+        let mut longest = vec![0usize; total];
+        for (c, plan) in clients.iter_mut().enumerate() {
+            let n = plan.samples;
+            let mut order: Vec<i64> = (0..n as i64).collect();
+            let mut position = n;
+            for (step, longest) in longest.iter_mut().enumerate().take(plan.steps) {
+                if position >= n {
+                    order.shuffle(plan.rng);
+                    position = 0;
+                }
+                let len = batch_size.min(n - position);
+                let at = c * cells + step * width;
+                positions[at..at + len].copy_from_slice(&order[position..position + len]);
+                weights[at..at + len].fill(1.0 / len as f32);
+                *longest = (*longest).max(len);
+                position += len;
+            }
+        }
+        let shape = [clients.len() as i64, total as i64, width as i64];
+        let positions = Tensor::from_slice(&positions).reshape(shape).to_device(device);
+        let indices: Vec<Tensor> = clients
+            .iter()
+            .enumerate()
+            .map(|(c, plan)| plan.indices.index_select(0, &positions.get(c as i64).reshape([-1])))
+            .collect();
+        let indices = Tensor::stack(&indices, 0).reshape(shape).permute([1, 0, 2]).contiguous();
+        let weights = Tensor::from_slice(&weights).reshape(shape).to_device(device).permute([1, 0, 2]).contiguous();
+        let shapes = (0..total).map(|t| (steps.iter().filter(|&&s| s > t).count() as i64, longest[t] as i64)).collect();
+        BatchSchedule { steps, indices, weights, shapes }
+    }
+
+    /// Steps of the longest job.
+    pub fn total_steps(&self) -> usize {
+        self.shapes.len()
+    }
+
+    /// Steps of each client, in cohort order.
+    pub fn steps(&self) -> &[usize] {
+        &self.steps
+    }
+
+    /// Clients training at step `t` (the first `k` of the cohort) and the longest batch `b`.
+    pub fn shape(&self, t: usize) -> (i64, i64) {
+        self.shapes[t]
+    }
+
+    /// Sample indices `[k, b]` and loss weights `[k, b]` of step `t`.
+    pub fn batch(&self, t: usize) -> (Tensor, Tensor) {
+        let (k, b) = self.shapes[t];
+        let cut = |x: &Tensor| x.get(t as i64).narrow(0, 0, k).narrow(1, 0, b);
+        (cut(&self.indices), cut(&self.weights))
+    }
+}

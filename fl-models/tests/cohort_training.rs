@@ -1,0 +1,199 @@
+//! Cohort training equals training each client alone: the `sgd` trainer run on a cohort of jobs
+//! gives every job the parameters, loss and step count that the per-client reference loop
+//! ([`ReferenceSgd`], the loop that preceded cohorts) gives it alone, to 1e-5, for every model
+//! of the zoo, with dropout, momentum, weight decay, a proximal term, elementwise gradient
+//! masks, structured sub-models and clients of different sizes.
+
+use std::sync::Arc;
+
+use fl_core::registry::{Builder, Kind, Params, Registry};
+use fl_core::rng::{self, TensorNoise};
+use fl_core::tch::{Device, Kind as TKind, Tensor};
+use fl_core::trainer::reference::ReferenceSgd;
+use fl_core::trainer::sgd::{Masking, Sgd, SgdConfig};
+use fl_core::{DataSpec, Dataset, LocalTrainer, Model, TrainJob};
+use proptest::prelude::*;
+use rand::SeedableRng;
+
+use fl_models as _;
+
+fn model(name: &str, params: &str, spec: &DataSpec) -> Arc<dyn Model> {
+    let registry = Registry::get().unwrap();
+    let Builder::Model(build) = registry.component(Kind::Model, name, "test", "model").unwrap().build else {
+        unreachable!("registry keys builders by kind")
+    };
+    build(&Params::new("test", "model", params.parse().unwrap()), spec).unwrap()
+}
+
+/// A dataset of `n` samples for `spec`: real-valued inputs, or token ids (with padding 0).
+fn dataset(spec: &DataSpec, n: i64, seed: u64) -> Dataset {
+    let mut shape = vec![n];
+    shape.extend(&spec.input_shape);
+    let u = TensorNoise::new(seed).uniform(&shape, Device::Cpu);
+    let x = match spec.vocab_size {
+        Some(v) => (u * v as f64).to_kind(TKind::Int64),
+        None => u * 2.0 - 1.0,
+    };
+    let y = (TensorNoise::new(seed + 1).uniform(&[n], Device::Cpu) * spec.classes as f64).to_kind(TKind::Int64);
+    Dataset { x, y }
+}
+
+struct Case {
+    model: Arc<dyn Model>,
+    data: Dataset,
+    /// Each client's sample indices.
+    clients: Vec<Vec<i64>>,
+    /// Which clients mask their gradients (random 0/1 masks of the full shapes).
+    masked: Vec<bool>,
+    /// Width of a structured prefix sub-model every client trains, if any.
+    width: Option<f64>,
+}
+
+impl Case {
+    fn jobs(&self) -> Vec<TrainJob> {
+        let full = self.model.init(&mut rng::stream(3, &[0]));
+        let params = match self.width {
+            Some(w) => self.model.structure().width_prefix_mask(w).unwrap().extract(&full),
+            None => full,
+        };
+        self.clients
+            .iter()
+            .enumerate()
+            .map(|(c, idx)| {
+                let grad_mask = self.masked[c].then(|| {
+                    params
+                        .tensors()
+                        .iter()
+                        .enumerate()
+                        .map(|(i, t)| {
+                            let u = TensorNoise::new(100 + c as u64 * 10 + i as u64).uniform(&t.size(), Device::Cpu);
+                            (i % 2 == 0).then(|| u.ge(0.3).to_kind(TKind::Float))
+                        })
+                        .collect()
+                });
+                TrainJob {
+                    model: Arc::clone(&self.model),
+                    params: params.map(|t| t + 0.01 * c as f64),
+                    grad_mask,
+                    data: self.data.shallow_clone(),
+                    indices: Tensor::from_slice(idx),
+                    rng: rng::stream(7, &[c as u64]),
+                    noise: TensorNoise::new(rng::derive_seed(7, &[c as u64, 1])),
+                }
+            })
+            .collect()
+    }
+
+    /// Trains the clients as one cohort and each alone with the reference loop; returns the
+    /// largest parameter difference and checks losses and steps.
+    fn max_difference(&self, cfg: &SgdConfig) -> f64 {
+        let cohort = Sgd::new(cfg.clone()).train_cohort(self.jobs()).unwrap();
+        let reference = ReferenceSgd::new(cfg.clone());
+        let mut worst = 0f64;
+        for (job, got) in self.jobs().into_iter().zip(&cohort) {
+            let want = reference.train(job).unwrap();
+            assert_eq!(got.steps, want.steps);
+            assert!(
+                (got.mean_loss - want.mean_loss).abs() <= 1e-5 * want.mean_loss.abs().max(1.0),
+                "loss {} vs {}",
+                got.mean_loss,
+                want.mean_loss
+            );
+            for (a, b) in got.params.tensors().iter().zip(want.params.tensors()) {
+                assert_eq!(a.size(), b.size());
+                worst = worst.max((a - b).abs().max().double_value(&[]));
+            }
+        }
+        worst
+    }
+}
+
+fn cfg(momentum: f64, prox_mu: f64) -> SgdConfig {
+    SgdConfig { lr: 0.05, batch_size: 4, epochs: 2, momentum, weight_decay: 0.01, prox_mu, ..SgdConfig::default() }
+}
+
+fn clients(sizes: &[i64]) -> Vec<Vec<i64>> {
+    let mut start = 0;
+    sizes
+        .iter()
+        .map(|&n| {
+            let idx = (start..start + n).collect();
+            start += n;
+            idx
+        })
+        .collect()
+}
+
+fn case(name: &str, params: &str, spec: DataSpec, sizes: &[i64], width: Option<f64>) -> Case {
+    let data = dataset(&spec, sizes.iter().sum(), 11);
+    let masked = (0..sizes.len()).map(|c| c % 2 == 1).collect();
+    Case { model: model(name, params, &spec), data, clients: clients(sizes), masked, width }
+}
+
+fn image(c: i64, side: i64) -> DataSpec {
+    DataSpec { input_shape: vec![c, side, side], classes: 10, vocab_size: None }
+}
+
+#[test]
+fn mlp_with_dropout_momentum_and_prox_trains_the_same_in_a_cohort() {
+    let c = case("mlp", "hidden = [16, 8]\ndropout = 0.5", image(1, 6), &[9, 4, 13, 1], None);
+    for (momentum, prox) in [(0.0, 0.0), (0.9, 0.0), (0.5, 0.3)] {
+        let d = c.max_difference(&cfg(momentum, prox));
+        assert!(d <= 1e-5, "momentum {momentum}, prox {prox}: max difference {d}");
+    }
+}
+
+#[test]
+fn lenet5_trains_the_same_in_a_cohort_full_and_as_sub_models() {
+    for width in [None, Some(0.5)] {
+        let c = case("lenet5", "", image(1, 28), &[6, 11, 3], width);
+        let d = c.max_difference(&cfg(0.5, 0.1));
+        assert!(d <= 1e-5, "width {width:?}: max difference {d}");
+    }
+}
+
+#[test]
+fn fasttext_trains_the_same_in_a_cohort() {
+    let spec = DataSpec { input_shape: vec![7], classes: 4, vocab_size: Some(30) };
+    let c = case("fasttext", "dim = 8\nhidden = 6", spec, &[5, 12, 8], None);
+    let d = c.max_difference(&cfg(0.9, 0.1));
+    assert!(d <= 1e-5, "max difference {d}");
+}
+
+#[test]
+fn zero_init_only_masking_ignores_the_masks_in_a_cohort_too() {
+    let c = case("mlp", "hidden = [12]", image(1, 5), &[7, 3], None);
+    let d = c.max_difference(&SgdConfig { masking: Masking::ZeroInitOnly, ..cfg(0.9, 0.0) });
+    assert!(d <= 1e-5, "max difference {d}");
+}
+
+#[test]
+fn a_cohort_rejects_jobs_of_different_shapes() {
+    let c = case("mlp", "hidden = [12]", image(1, 5), &[7, 3], None);
+    let mut jobs = c.jobs();
+    let half = c.model.structure().width_prefix_mask(0.5).unwrap();
+    jobs[1].params = half.extract(&jobs[1].params);
+    let err = Sgd::new(cfg(0.0, 0.0)).train_cohort(jobs).err().expect("shapes differ").to_string();
+    assert!(err.contains("job 1 of the cohort has (sub-)model shapes"), "{err}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(12))]
+
+    #[test]
+    fn any_cohort_trains_as_its_clients_alone(
+        sizes in prop::collection::vec(1i64..14, 1..5),
+        batch in 1usize..6,
+        epochs in 1usize..3,
+        momentum in prop::sample::select(vec![0.0, 0.9]),
+        seed in 0u64..1000,
+    ) {
+        let spec = image(1, 4);
+        let data = dataset(&spec, sizes.iter().sum(), seed);
+        let mut r = rand::rngs::StdRng::seed_from_u64(seed);
+        let masked = sizes.iter().map(|_| rand::Rng::random_bool(&mut r, 0.5)).collect();
+        let c = Case { model: model("mlp", "hidden = [6]\ndropout = 0.25", &spec), data, clients: clients(&sizes), masked, width: None };
+        let d = c.max_difference(&SgdConfig { batch_size: batch, epochs, ..cfg(momentum, 0.05) });
+        prop_assert!(d <= 1e-5, "max difference {}", d);
+    }
+}
