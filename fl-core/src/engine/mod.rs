@@ -2,9 +2,9 @@
 //!
 //! Virtual time advances from event to event (arrivals, timers, evaluations) in (time,
 //! sequence) order. Compute is decoupled from the clock: when a client is dispatched its inputs
-//! are fixed, so its training starts at once on the worker pool, concurrently with other jobs;
-//! its result is *committed* when the virtual clock reaches its arrival time. Jobs whose inputs
-//! are fixed train together as cohorts (see [`cohort`]). Every random draw comes from a stream
+//! are fixed, so its training can run on the worker pool concurrently with other jobs, alone
+//! at once or later with other jobs as one cohort (see [`cohort`]); its result is *committed*
+//! when the virtual clock reaches its arrival time. Every random draw comes from a stream
 //! derived from the run seed, so the same configuration and seed give the same metrics whatever
 //! the number of workers.
 

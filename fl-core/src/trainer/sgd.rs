@@ -288,6 +288,9 @@ impl SgdCohort {
         let [decay, momentum, step] = &self.factors;
         let whole = k as usize == self.clients();
         for (i, g) in grads.into_iter().enumerate() {
+            if !g.defined() {
+                continue; // A tensor the loss does not reach does not move.
+            }
             let mut g = if g.is_contiguous() { g } else { g.contiguous() };
             let mut p = self.params[i].narrow(0, 0, k);
             if self.cfg.weight_decay > 0.0 {
