@@ -30,8 +30,8 @@ use crate::trainer::TrainOutcome;
 pub enum Batching {
     /// Cohorts on CUDA, where one large kernel replaces many tiny launches; one job at a time
     /// on CPU, where a job's working set stays in cache and the workers already use every core
-    /// (measured on 2 cores: cohorts are 1.2x faster for an MLP at batch 64, 4% slower at batch
-    /// 10 and 1.6x slower for LeNet-5, whose grouped convolutions are slow there).
+    /// (measured on 2 cores: cohorts are 1.2x faster for an MLP at batch 64, up to 1.4x slower
+    /// at batch 10 and 1.6x slower for LeNet-5, whose grouped convolutions are slow there).
     #[default]
     Auto,
     /// Cohorts wherever the trainer can batch, on any device.
