@@ -19,6 +19,7 @@ use std::process::Command;
 use fl_bench::MlpWorkload;
 use fl_core::engine::cohort::Batching;
 use fl_core::tch::{Cuda, Device, Kind, Tensor};
+use fl_core::trainer::reference::ReferenceSgd;
 use fl_core::{Experiment, RunOptions};
 
 use fl_algos as _;
@@ -121,9 +122,9 @@ fn report(device: Device, workers: usize) {
     if !device.is_cuda() {
         fl_core::tch::set_num_threads(1);
         let w = MlpWorkload::new(6000);
-        let reference = MlpWorkload { reference: true, ..MlpWorkload::new(6000) };
+        let reference = ReferenceSgd::new(w.trainer.config().clone());
         let (_, now) = time(|| (0..3).map(|e| w.epoch(e)).sum::<f64>());
-        let (_, before) = time(|| (0..3).map(|e| reference.epoch(e)).sum::<f64>());
+        let (_, before) = time(|| (0..3).map(|e| w.epoch_with(&reference, e)).sum::<f64>());
         println!("    one client's epoch (6000 samples, batch 32): {:.2}x the loop it replaced", before / now);
     }
 

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use fl_core::registry::{Builder, Kind, Params, Registry};
 use fl_core::rng::{self, TensorNoise};
 use fl_core::tch::{Device, Kind as TKind, Tensor};
-use fl_core::trainer::reference::ReferenceSgd;
 use fl_core::trainer::sgd::{Sgd, SgdConfig};
 use fl_core::{DataSpec, Dataset, LocalTrainer, Model, TrainJob};
 
@@ -20,8 +19,6 @@ pub struct MlpWorkload {
     pub data: Dataset,
     pub indices: Tensor,
     pub samples: usize,
-    /// Train with the per-client loop that preceded cohort training instead.
-    pub reference: bool,
 }
 
 pub const BATCH: usize = 32;
@@ -40,19 +37,18 @@ impl MlpWorkload {
         let y = Tensor::randint(10, [samples as i64], (TKind::Int64, Device::Cpu));
         let trainer = Sgd::new(SgdConfig { lr: LR, batch_size: BATCH, epochs: 1, ..Default::default() });
         let indices = Tensor::arange(samples as i64, (TKind::Int64, Device::Cpu));
-        MlpWorkload { model, trainer, data: Dataset { x, y }, indices, samples, reference: false }
+        MlpWorkload { model, trainer, data: Dataset { x, y }, indices, samples }
     }
 
     /// Runs one epoch; returns the mean loss (forces completion of the work).
     pub fn epoch(&self, seed: u64) -> f64 {
+        self.epoch_with(&self.trainer, seed)
+    }
+
+    /// One epoch with another trainer of the same configuration (the per-client loop that
+    /// preceded cohort training, [`fl_core::trainer::reference::ReferenceSgd`]).
+    pub fn epoch_with(&self, trainer: &dyn LocalTrainer, seed: u64) -> f64 {
         let params = self.model.init(&mut rng::stream(seed, &[0]));
-        let reference;
-        let trainer: &dyn LocalTrainer = if self.reference {
-            reference = ReferenceSgd::new(self.trainer.config().clone());
-            &reference
-        } else {
-            &self.trainer
-        };
         let out = trainer
             .train(TrainJob {
                 model: Arc::clone(&self.model),

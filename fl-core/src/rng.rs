@@ -114,11 +114,6 @@ impl CohortNoise {
         CohortNoise { streams, device, draws: 0, widest: 0, block: None }
     }
 
-    /// Number of clients in the cohort.
-    pub fn clients(&self) -> usize {
-        self.streams.len()
-    }
-
     /// Uniform floats in [0, 1) of shape `[k, ...]`: row `c` from client `c`'s stream, for
     /// the first `k = shape[0]` clients.
     pub fn uniform(&mut self, shape: &[i64]) -> Tensor {

@@ -27,8 +27,6 @@ use crate::params::ParamSet;
 use crate::rng::{Rng, TensorNoise};
 use crate::split::SplitConfig;
 
-pub use schedule::BatchSchedule;
-
 pub struct TrainJob {
     pub model: Arc<dyn Model>,
     /// Starting (sub-)model tensors, on the compute device.
