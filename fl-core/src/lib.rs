@@ -34,7 +34,7 @@ pub use engine::{ClientStats, EvalRecord, Observer, SchedCtx, Simulation, Summar
 pub use error::{Error, Result};
 pub use mask::{Coverage, Mask, StructuredMask};
 pub use mask_policy::{MaskCtx, MaskPolicy};
-pub use model::{Mode, Model, forward_one};
+pub use model::{Mode, Model, Training, forward_one};
 pub use params::ParamSet;
 pub use profile::DeviceProfile;
 pub use registry::{Builder, Component, Kind, Method, Params, Registry};

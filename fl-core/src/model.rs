@@ -14,22 +14,45 @@ use crate::params::ParamSet;
 use crate::rng::{CohortNoise, Rng};
 use crate::structure::Structure;
 
-/// Whether a forward pass trains (dropout active, drawing from each client's noise stream).
+/// Whether a forward pass trains (dropout active, drawing from each client's noise stream;
+/// normalisation layers using batch statistics and updating their running buffers).
 pub enum Mode<'a> {
     Eval,
-    Train(&'a mut CohortNoise),
+    Train(Training<'a>),
 }
 
-impl Mode<'_> {
+/// What a training forward pass needs beyond the parameters and inputs.
+pub struct Training<'a> {
+    pub noise: &'a mut CohortNoise,
+    /// `[C, B]`, 1 for a real sample and 0 for padding, when some client's batch is padded
+    /// to the cohort's longest batch of the step. Layers that compute statistics over the
+    /// batch (BatchNorm) must leave padding out; `None` means every sample is real.
+    pub valid: Option<&'a Tensor>,
+}
+
+impl<'a> Mode<'a> {
+    /// Training mode without padding.
+    pub fn train(noise: &'a mut CohortNoise) -> Self {
+        Mode::Train(Training { noise, valid: None })
+    }
+
     pub fn is_train(&self) -> bool {
         matches!(self, Mode::Train(_))
+    }
+
+    /// The padding mask `[C, B]` of a training pass, if some samples are padding.
+    pub fn valid(&self) -> Option<&Tensor> {
+        match self {
+            Mode::Train(t) => t.valid,
+            Mode::Eval => None,
+        }
     }
 
     /// Inverted dropout with probability `p` on `x` (`[C, ...]`, client first) in training
     /// mode, each client's mask from its own stream; the identity otherwise.
     pub fn dropout(&mut self, x: &Tensor, p: f64) -> Tensor {
         match self {
-            Mode::Train(noise) if p > 0.0 => x * noise.dropout_mask(&x.size(), p),
+            Mode::Train(t) if p > 0.0 => x * t.noise.dropout_mask(&x.size(), p),
             _ => x.shallow_clone(),
         }
     }

@@ -99,7 +99,7 @@ mod tests {
     use crate::structure::TensorSpec;
 
     fn mlp() -> Structure {
-        let t = |name: &str, shape: Vec<i64>| TensorSpec { name: name.into(), shape };
+        let t = |name: &str, shape: Vec<i64>| TensorSpec::new(name, shape);
         Structure {
             tensors: vec![
                 t("fc1.weight", vec![200, 784]),

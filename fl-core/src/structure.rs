@@ -13,6 +13,22 @@ use crate::mask::{Mask, StructuredMask};
 pub struct TensorSpec {
     pub name: String,
     pub shape: Vec<i64>,
+    /// False for a *buffer*: state the forward pass updates itself in training (BatchNorm's
+    /// running statistics). Buffers get no gradient and no optimizer step, but they are part
+    /// of the model state: clients send them and aggregators average them.
+    pub trainable: bool,
+}
+
+impl TensorSpec {
+    /// A trainable parameter.
+    pub fn new(name: impl Into<String>, shape: impl Into<Vec<i64>>) -> Self {
+        TensorSpec { name: name.into(), shape: shape.into(), trainable: true }
+    }
+
+    /// A buffer (see [`TensorSpec::trainable`]).
+    pub fn buffer(name: impl Into<String>, shape: impl Into<Vec<i64>>) -> Self {
+        TensorSpec { name: name.into(), shape: shape.into(), trainable: false }
+    }
 }
 
 /// One tensor dimension that a unit group indexes. Unit `u` covers indices
@@ -47,8 +63,14 @@ impl Structure {
         self.tensors.iter().map(|t| t.shape.clone()).collect()
     }
 
+    /// Trainable parameters (buffers excluded, as PyTorch's `parameters()` counts).
     pub fn num_params(&self) -> i64 {
-        self.tensors.iter().map(|t| t.shape.iter().product::<i64>()).sum()
+        self.tensors.iter().filter(|t| t.trainable).map(|t| t.shape.iter().product::<i64>()).sum()
+    }
+
+    /// Whether each tensor is trainable (false for buffers), in structure order.
+    pub fn trainable(&self) -> Vec<bool> {
+        self.tensors.iter().map(|t| t.trainable).collect()
     }
 
     pub fn tensor_index(&self, name: &str) -> Option<usize> {

@@ -18,7 +18,7 @@ pub struct TinyLinear {
 
 impl Default for TinyLinear {
     fn default() -> Self {
-        let t = |name: &str, shape: Vec<i64>| TensorSpec { name: name.into(), shape };
+        let t = |name: &str, shape: Vec<i64>| TensorSpec::new(name, shape);
         TinyLinear { structure: Structure { tensors: vec![t("w", vec![2, 2]), t("b", vec![2])], groups: vec![] } }
     }
 }

@@ -136,7 +136,7 @@ proptest! {
 #[test]
 fn width_prefix_and_unit_masks_cover_the_right_rows_and_columns() {
     use fl_core::{Structure, TensorSpec, UnitGroup, UnitMember};
-    let spec = |n: &str, s: Vec<i64>| TensorSpec { name: n.into(), shape: s };
+    let spec = |n: &str, s: Vec<i64>| TensorSpec::new(n, s);
     // fc1: 4 hidden units, fc2 reads them as columns.
     let s = Structure {
         tensors: vec![spec("fc1.weight", vec![4, 3]), spec("fc1.bias", vec![4]), spec("fc2.weight", vec![2, 4])],

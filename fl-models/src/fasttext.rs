@@ -117,7 +117,7 @@ impl FastText {
             return Err(Error::invalid(format!("fasttext: need at least one class, got {}", spec.classes)));
         }
         let (dim, hidden, classes) = (cfg.dim, cfg.hidden, spec.classes);
-        let t = |name: &str, shape: Vec<i64>| TensorSpec { name: name.into(), shape };
+        let t = |name: &str, shape: Vec<i64>| TensorSpec::new(name, shape);
         let tensors = vec![
             t("embedding.weight", vec![vocab, dim]),
             t("fc1.weight", vec![hidden, dim]),

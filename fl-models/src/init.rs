@@ -99,7 +99,7 @@ mod tests {
 
     #[test]
     fn a_bias_takes_the_fan_in_of_its_weight() {
-        let spec = |name: &str, shape: &[i64]| TensorSpec { name: name.into(), shape: shape.to_vec() };
+        let spec = |name: &str, shape: &[i64]| TensorSpec::new(name, shape);
         // fan_in 4 → bound 0.5 for both tensors; fan_in 100 → bound 0.1.
         let s = Structure {
             tensors: vec![spec("a.weight", &[1000, 4]), spec("a.bias", &[1000]), spec("b.weight", &[1000, 100])],

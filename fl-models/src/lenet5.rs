@@ -77,7 +77,7 @@ impl LeNet5 {
         let conv1_out = h + 2 * padding - K + 1;
         let conv2_out = conv1_out / 2 - K + 1;
         debug_assert_eq!(conv2_out / 2 * (conv2_out / 2), FEATURES_PER_CHANNEL);
-        let spec_of = |name: &str, shape: &[i64]| TensorSpec { name: name.into(), shape: shape.to_vec() };
+        let spec_of = |name: &str, shape: &[i64]| TensorSpec::new(name, shape);
         let tensors = vec![
             spec_of("conv1.weight", &[6, c, K, K]),
             spec_of("conv1.bias", &[6]),

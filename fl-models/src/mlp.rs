@@ -101,8 +101,8 @@ impl Mlp {
         let mut tensors = Vec::new();
         for (i, w) in widths.windows(2).enumerate() {
             let layer = i + 1;
-            tensors.push(TensorSpec { name: format!("fc{layer}.weight"), shape: vec![w[1], w[0]] });
-            tensors.push(TensorSpec { name: format!("fc{layer}.bias"), shape: vec![w[1]] });
+            tensors.push(TensorSpec::new(format!("fc{layer}.weight"), vec![w[1], w[0]]));
+            tensors.push(TensorSpec::new(format!("fc{layer}.bias"), vec![w[1]]));
         }
         let groups = (0..cfg.hidden.len())
             .map(|i| {
@@ -330,14 +330,14 @@ mod tests {
         let plain = mlp(&[200], 0.0, DropoutPosition::BeforeRelu);
         let p = m.init(&mut Rng::seed_from_u64(8));
         let x = input(&[32, 1, 28, 28], 5);
-        let train = |seed| forward_one(&m, p.tensors(), &x, &mut Mode::Train(&mut noise(seed)));
+        let train = |seed| forward_one(&m, p.tensors(), &x, &mut Mode::train(&mut noise(seed)));
         assert!(train(1).equal(&train(1)), "same noise seed, same output");
         assert!(!train(1).equal(&train(2)), "other noise seed, other output");
         let eval = forward_one(&m, p.tensors(), &x, &mut Mode::Eval);
         assert!(eval.equal(&forward_one(&plain, p.tensors(), &x, &mut Mode::Eval)), "eval ignores dropout");
         assert!(!train(1).allclose(&eval, 1e-3, 1e-3, false), "training applies dropout");
         // Without dropout, training and eval forwards agree.
-        let plain_train = forward_one(&plain, p.tensors(), &x, &mut Mode::Train(&mut noise(1)));
+        let plain_train = forward_one(&plain, p.tensors(), &x, &mut Mode::train(&mut noise(1)));
         assert!(plain_train.equal(&eval));
     }
 
@@ -351,7 +351,7 @@ mod tests {
         let zero = Tensor::zeros([200], (Kind::Float, tch::Device::Cpu));
         let params = [eye.shallow_clone(), zero.shallow_clone(), eye, zero];
         let x = Tensor::ones([50, 200], (Kind::Float, tch::Device::Cpu));
-        let y = forward_one(&m, &params, &x, &mut Mode::Train(&mut noise(11)));
+        let y = forward_one(&m, &params, &x, &mut Mode::train(&mut noise(11)));
         // Kept units are scaled to 1 / (1 - 0.25); dropped ones are 0.
         let kept = y.ne(0.0).to_kind(Kind::Double).mean(Kind::Double).double_value(&[]);
         assert!((kept - 0.75).abs() < 0.02, "kept share {kept}");
@@ -370,7 +370,7 @@ mod tests {
         let y = labels(16, 10);
         let run = |m: &Mlp| {
             let params: Vec<Tensor> = p.tensors().iter().map(|t| t.detach().copy().set_requires_grad(true)).collect();
-            let logits = forward_one(m, &params, &x, &mut Mode::Train(&mut noise(3)));
+            let logits = forward_one(m, &params, &x, &mut Mode::train(&mut noise(3)));
             logits.cross_entropy_for_logits(&y).backward();
             (logits.detach(), params.iter().map(Tensor::grad).collect::<Vec<_>>())
         };

@@ -42,7 +42,7 @@ pub fn assert_default_init(t: &Tensor, fan_in: i64) {
 /// defined, finite, non-zero gradient of its own shape.
 pub fn assert_grads_flow(model: &dyn Model, params: &[Tensor], x: &Tensor, y: &Tensor) {
     let params: Vec<Tensor> = params.iter().map(|t| t.detach().copy().set_requires_grad(true)).collect();
-    let loss = forward_one(model, &params, x, &mut Mode::Train(&mut noise(1))).cross_entropy_for_logits(y);
+    let loss = forward_one(model, &params, x, &mut Mode::train(&mut noise(1))).cross_entropy_for_logits(y);
     loss.backward();
     for (i, p) in params.iter().enumerate() {
         let g = p.grad();

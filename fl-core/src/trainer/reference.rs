@@ -134,7 +134,7 @@ impl SgdSession {
     fn sgd_step(&mut self, batch: &Tensor) {
         let x = self.job.data.x.index_select(0, batch);
         let y = self.job.data.y.index_select(0, batch);
-        let logits = forward_one(&*self.job.model, &self.params, &x, &mut Mode::Train(&mut self.noise));
+        let logits = forward_one(&*self.job.model, &self.params, &x, &mut Mode::train(&mut self.noise));
         let mut loss = logits.cross_entropy_for_logits(&y);
         self.loss_sum += loss.detach();
         if self.cfg.prox_mu > 0.0 {

@@ -38,6 +38,8 @@ pub struct BatchSchedule {
     weights: Tensor,
     /// Per step: clients still training (a prefix) and the longest batch among them.
     shapes: Vec<(i64, i64)>,
+    /// Per step: whether some client's batch is padded.
+    padded: Vec<bool>,
 }
 
 impl BatchSchedule {
@@ -52,6 +54,7 @@ impl BatchSchedule {
         let mut positions = vec![0i64; clients.len() * cells];
         let mut weights = vec![0f32; clients.len() * cells];
         let mut longest = vec![0usize; total];
+        let mut shortest = vec![usize::MAX; total];
         for (c, plan) in clients.iter_mut().enumerate() {
             let n = plan.samples;
             let mut order: Vec<i64> = (0..n as i64).collect();
@@ -66,6 +69,7 @@ impl BatchSchedule {
                 positions[at..at + len].copy_from_slice(&order[position..position + len]);
                 weights[at..at + len].fill(1.0 / len as f32);
                 *longest = (*longest).max(len);
+                shortest[step] = shortest[step].min(len);
                 position += len;
             }
         }
@@ -79,7 +83,8 @@ impl BatchSchedule {
         let indices = Tensor::stack(&indices, 0).reshape(shape).permute([1, 0, 2]).contiguous();
         let weights = Tensor::from_slice(&weights).reshape(shape).to_device(device).permute([1, 0, 2]).contiguous();
         let shapes = (0..total).map(|t| (steps.iter().filter(|&&s| s > t).count() as i64, longest[t] as i64)).collect();
-        BatchSchedule { steps, indices, weights, shapes }
+        let padded = (0..total).map(|t| shortest[t] < longest[t]).collect();
+        BatchSchedule { steps, indices, weights, shapes, padded }
     }
 
     /// Steps of the longest job.
@@ -95,6 +100,11 @@ impl BatchSchedule {
     /// Clients training at step `t` (the first `k` of the cohort) and the longest batch `b`.
     pub fn shape(&self, t: usize) -> (i64, i64) {
         self.shapes[t]
+    }
+
+    /// Whether some client's batch at step `t` is padded (see [`crate::model::Training::valid`]).
+    pub fn padded(&self, t: usize) -> bool {
+        self.padded[t]
     }
 
     /// Sample indices `[k, b]` and loss weights `[k, b]` of step `t`.

@@ -16,7 +16,7 @@ use tch::{Device, Kind, Reduction, Tensor};
 
 use crate::data::Dataset;
 use crate::error::{Error, Result};
-use crate::model::{Mode, Model};
+use crate::model::{Mode, Model, Training};
 use crate::params::ParamSet;
 use crate::rng::CohortNoise;
 use crate::split::SplitConfig;
@@ -156,6 +156,8 @@ struct SgdCohort {
     model: Arc<dyn Model>,
     data: Dataset,
     names: Vec<String>,
+    /// Per tensor: false for buffers, which the forward pass updates and no step touches.
+    trainable: Vec<bool>,
     order: Vec<usize>,
     params: Vec<Tensor>,
     start: Vec<Tensor>,
@@ -231,6 +233,7 @@ impl SgdCohort {
             loss_sum: Tensor::zeros([jobs.len() as i64], (Kind::Float, device)),
             factors: [sgd.cfg.weight_decay, sgd.cfg.momentum, -sgd.cfg.lr]
                 .map(|v| Tensor::from(v as f32).to_device(device)),
+            trainable: model.structure().trainable(),
             model,
             data,
             names,
@@ -258,9 +261,16 @@ impl SgdCohort {
         x_shape.extend(&self.data.x.size()[1..]);
         let x = self.data.x.index_select(0, &flat).reshape(x_shape.as_slice());
         let y = self.data.y.index_select(0, &flat);
-        let leaves: Vec<Tensor> =
-            self.params.iter().map(|p| p.narrow(0, 0, k).detach().set_requires_grad(true)).collect();
-        let logits = self.model.forward(&leaves, &x, &mut Mode::Train(&mut self.noise));
+        // Buffers (BatchNorm statistics) go in as views the forward pass updates in place.
+        let inputs: Vec<Tensor> = self
+            .params
+            .iter()
+            .zip(&self.trainable)
+            .map(|(p, &t)| if t { p.narrow(0, 0, k).detach().set_requires_grad(true) } else { p.narrow(0, 0, k) })
+            .collect();
+        let valid = self.schedule.padded(t).then(|| weights.gt(0.0).to_kind(Kind::Float));
+        let mut mode = Mode::Train(Training { noise: &mut self.noise, valid: valid.as_ref() });
+        let logits = self.model.forward(&inputs, &x, &mut mode);
         let classes = *logits.size().last().expect("logits have a class dimension");
         let per_sample =
             logits.reshape([-1, classes]).cross_entropy_loss::<Tensor>(&y, None, Reduction::None, -100, 0.0);
@@ -268,16 +278,24 @@ impl SgdCohort {
         let mut seen = self.loss_sum.narrow(0, 0, k);
         seen += per_client.detach();
         let mut loss = per_client.sum(Kind::Float);
+        let leaves: Vec<&Tensor> = inputs.iter().zip(&self.trainable).filter(|(_, t)| **t).map(|(p, _)| p).collect();
         if self.cfg.prox_mu > 0.0 {
-            let prox = leaves
+            let prox = inputs
                 .iter()
                 .zip(&self.start)
-                .map(|(p, s)| (p - s.narrow(0, 0, k)).square().sum(Kind::Float))
+                .zip(&self.trainable)
+                .filter(|(_, t)| **t)
+                .map(|((p, s), _)| (p - s.narrow(0, 0, k)).square().sum(Kind::Float))
                 .reduce(|a, b| a + b)
-                .expect("at least one tensor");
+                .expect("at least one trainable tensor");
             loss = loss + prox * (self.cfg.prox_mu / 2.0);
         }
-        let grads = Tensor::run_backward(&[loss], &leaves, false, false);
+        let mut leaf_grads = Tensor::run_backward(&[loss], &leaves, false, false).into_iter();
+        let grads: Vec<Tensor> = self
+            .trainable
+            .iter()
+            .map(|&t| if t { leaf_grads.next().expect("one gradient per leaf") } else { Tensor::new() })
+            .collect();
         tch::no_grad(|| self.update(k, grads));
     }
 

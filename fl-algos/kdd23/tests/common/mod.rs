@@ -7,7 +7,7 @@ use fl_core::tch::{Kind, Tensor};
 use fl_core::{Mask, MaskCtx, MaskPolicy, ParamSet, Structure, TensorSpec};
 
 pub fn structure() -> Structure {
-    let t = |name: &str, shape: Vec<i64>| TensorSpec { name: name.into(), shape };
+    let t = |name: &str, shape: Vec<i64>| TensorSpec::new(name, shape);
     Structure {
         tensors: vec![t("fc1.weight", vec![8, 10]), t("fc1.bias", vec![8]), t("fc2.weight", vec![2, 8])],
         groups: vec![],
