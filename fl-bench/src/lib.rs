@@ -58,6 +58,8 @@ impl MlpWorkload {
                 indices: self.indices.shallow_clone(),
                 rng: rng::stream(seed, &[1]),
                 noise: TensorNoise::new(seed),
+                version: 0,
+                delay: 0.0,
             })
             .expect("training runs");
         out.mean_loss

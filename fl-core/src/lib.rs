@@ -30,7 +30,7 @@ pub mod update;
 pub use aggregator::{AggregateCtx, Aggregator, Staleness};
 pub use config::{Experiment, RunOptions};
 pub use data::{DataSpec, Dataset, FederatedData, Partitioner};
-pub use engine::{ClientStats, EvalRecord, Observer, SchedCtx, Simulation, Summary};
+pub use engine::{ClientStats, EvalRecord, JobStart, Observer, SchedCtx, Simulation, Summary};
 pub use error::{Error, Result};
 pub use mask::{Coverage, Mask, StructuredMask};
 pub use mask_policy::{MaskCtx, MaskPolicy};

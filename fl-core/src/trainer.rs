@@ -12,6 +12,7 @@
 //! mid-training pull), the session merges what it received, and training resumes. Such a job
 //! trains as a cohort of one.
 
+pub mod rates;
 pub mod reference;
 mod schedule;
 pub mod sgd;
@@ -40,6 +41,12 @@ pub struct TrainJob {
     /// The job's host stream (batch order) and tensor noise stream (dropout).
     pub rng: Rng,
     pub noise: TensorNoise,
+    /// The global version the job starts from.
+    pub version: u64,
+    /// The client's delay d for this job, as the scheduler reports it (virtual seconds, or
+    /// versions, by the scheduler's choice; 0 when it has none): delay-aware learning rates
+    /// divide by 1 + α·d.
+    pub delay: f64,
 }
 
 pub struct TrainOutcome {

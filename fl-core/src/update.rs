@@ -22,6 +22,10 @@ pub struct ClientUpdate {
     pub pulled_version: Option<u64>,
     /// Training samples the client holds.
     pub samples: usize,
+    /// How many of the scheduler's draws this job stands for (a client drawn k times in a
+    /// round, trained once: sampling with replacement with duplicates merged); 1 otherwise.
+    /// Aggregators that weigh by samples multiply by it.
+    pub multiplicity: u32,
     /// Mean training loss over the job's steps.
     pub train_loss: f64,
     pub dispatched_at: Tick,

@@ -26,6 +26,8 @@ fn job(grad_mask: Option<Vec<Option<Tensor>>>) -> TrainJob {
         data,
         rng: rng::stream(3, &[1]),
         noise: TensorNoise::new(3),
+        version: 0,
+        delay: 0.0,
     }
 }
 

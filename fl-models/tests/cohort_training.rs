@@ -79,6 +79,8 @@ impl Case {
                     indices: Tensor::from_slice(idx),
                     rng: rng::stream(7, &[c as u64]),
                     noise: TensorNoise::new(rng::derive_seed(7, &[c as u64, 1])),
+                    version: 0,
+                    delay: 0.0,
                 }
             })
             .collect()

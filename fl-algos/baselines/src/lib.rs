@@ -26,4 +26,4 @@ pub use aggregators::mixing::{AsyncMix, AsyncMixConfig, Combine, MixTarget};
 pub use aggregators::weighted_mean::{WeightedMean, WeightedMeanConfig, Weighting};
 pub use schedulers::async_updates::{AsyncConfig, AsyncUpdates};
 pub use schedulers::sync_rounds::{SyncRounds, SyncRoundsConfig};
-pub use staleness::{Exponential, Hinge, InverseSqrt, InverseTime, Polynomial};
+pub use staleness::{Exponential, Hinge, InverseLinear, InverseSqrt, InverseTime, Polynomial};

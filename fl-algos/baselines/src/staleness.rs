@@ -1,7 +1,8 @@
 //! The basic staleness weights of asynchronous FL, as functions of the staleness `s` in
 //! global model versions: polynomial `(1+s)^−a` and hinge (FedAsync), exponential `e^{−a s}`,
-//! and `1/√(1+s)` (FedBuff); and one of the staleness in virtual seconds, `1/(Δt/scale + 1)`
-//! (the Fed-RAA reference code's damping).
+//! `1/√(1+s)` (FedBuff) and `1/(1 + a·s)` (asyncnc's reading of a staleness-aware mean, the
+//! form of its learning-rate penalty); and one of the staleness in virtual seconds,
+//! `1/(Δt/scale + 1)` (the Fed-RAA reference code's damping).
 
 use fl_core::registry::{Builder, Component, defaults_of};
 use fl_core::{StalenessCtx, StalenessFn};
@@ -80,6 +81,25 @@ impl StalenessFn for InverseSqrt {
     }
 }
 
+/// `1 / (1 + a·s)`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct InverseLinear {
+    pub a: f64,
+}
+
+impl Default for InverseLinear {
+    fn default() -> Self {
+        InverseLinear { a: 0.01 }
+    }
+}
+
+impl StalenessFn for InverseLinear {
+    fn weight(&mut self, ctx: &StalenessCtx) -> f64 {
+        1.0 / (1.0 + self.a * ctx.versions as f64)
+    }
+}
+
 /// `1 / (Δt / scale + 1)`, Δt the virtual seconds between dispatch and arrival.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -134,6 +154,17 @@ inventory::submit! {
         paper: "",
         defaults: defaults_of::<Exponential>,
         build: Builder::Staleness(|p| Ok(Box::new(p.parse_valid(|c: &Exponential| non_negative("a", c.a))?))),
+        origin: module_path!(),
+    }
+}
+
+inventory::submit! {
+    Component {
+        name: "inverse-linear",
+        summary: "1 / (1 + a s)",
+        paper: "Forootani and Iervolino (spec asyncnc.md §2.5: the form of the paper's learning-rate penalty)",
+        defaults: defaults_of::<InverseLinear>,
+        build: Builder::Staleness(|p| Ok(Box::new(p.parse_valid(|c: &InverseLinear| non_negative("a", c.a))?))),
         origin: module_path!(),
     }
 }

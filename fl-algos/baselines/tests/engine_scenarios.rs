@@ -238,7 +238,7 @@ fn timers_fire_at_their_virtual_time_and_evaluations_follow_the_virtual_cadence(
     let fired = Arc::new(Mutex::new(Vec::new()));
     let scheduler = Box::new(TimerScenario { fired: Arc::clone(&fired) });
     let mut s = setup(scheduler, Box::new(WeightedMean::new(WeightedMeanConfig::default())), Box::new(Constant));
-    s.eval = EvalConfig { every_aggregations: None, every_virtual_s: Some(1.0), batch_size: 4 };
+    s.eval = EvalConfig { every_aggregations: None, every_virtual_s: Some(1.0), batch_size: 4, ..Default::default() };
     let mut records: Vec<EvalRecord> = Vec::new();
     let summary = Simulation::new(s).unwrap().run(&mut records).unwrap();
     assert_eq!(*fired.lock().unwrap(), vec![(7, 2_500_000)]);
@@ -275,7 +275,7 @@ impl Scheduler for NeverStops {
 fn a_run_ends_when_only_evaluations_remain() {
     let mut s =
         setup(Box::new(NeverStops), Box::new(WeightedMean::new(WeightedMeanConfig::default())), Box::new(Constant));
-    s.eval = EvalConfig { every_aggregations: None, every_virtual_s: Some(0.5), batch_size: 4 };
+    s.eval = EvalConfig { every_aggregations: None, every_virtual_s: Some(0.5), batch_size: 4, ..Default::default() };
     let mut records: Vec<EvalRecord> = Vec::new();
     let summary = Simulation::new(s).unwrap().run(&mut records).unwrap();
     assert_eq!(summary.aggregations, 3);

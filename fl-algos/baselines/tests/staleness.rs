@@ -29,6 +29,7 @@ fn weights(f: &mut dyn StalenessFn, versions: &[u64]) -> Vec<f64> {
         delta: global.map(|t| t * 0.0),
         pulled_version: None,
         samples: 1,
+        multiplicity: 1,
         train_loss: 0.0,
         dispatched_at: 0,
         arrived_at: 0,

@@ -17,6 +17,7 @@ fn update(choice: Option<usize>, base_version: u64) -> ClientUpdate {
         delta: p.shallow_clone(),
         pulled_version: None,
         samples: 1,
+        multiplicity: 1,
         train_loss: 0.0,
         dispatched_at: 0,
         arrived_at: 0,

@@ -35,6 +35,7 @@ fn updates() -> Vec<ClientUpdate> {
             delta: set(&deltas[n]),
             pulled_version: None,
             samples: 100 * (n + 1),
+            multiplicity: 1,
             train_loss: 0.0,
             dispatched_at: 0,
             arrived_at: 0,

@@ -73,6 +73,26 @@ enum Event {
 
 type SessionHandle = JobHandle<Result<Box<dyn TrainSession>>>;
 
+/// How a job starts, beyond [`SchedCtx::dispatch`]'s defaults (the current global model, no
+/// wait, no delay for the trainer).
+#[derive(Default)]
+pub struct JobStart {
+    /// Train from this model, tagged with its version, instead of the current global model:
+    /// a stale start from the scheduler's history of global models (the update's staleness is
+    /// then the versions since), or a client's own persistent model.
+    pub from: Option<(u64, ParamSet)>,
+    /// Virtual seconds the client waits before its download starts (a network or
+    /// availability delay drawn by the scheduler).
+    pub wait_s: f64,
+    /// The delay d the trainer's delay-aware learning rate reads ([`TrainJob::delay`]).
+    pub delay: f64,
+    /// Draws the job stands for ([`ClientUpdate::multiplicity`]); 0 is taken as 1.
+    pub multiplicity: u32,
+    /// Allow the job although the client is already training: a second draw of the same
+    /// client in one round, as sampling with replacement makes, trains as a job of its own.
+    pub concurrent: bool,
+}
+
 /// Where a job's training stands.
 enum Work {
     /// Waiting in `World::deferred` to join a cohort.
@@ -97,6 +117,7 @@ struct InFlight {
     /// Share of the work done before the pull, if the job pulls.
     pull_share: Option<f64>,
     pulled_version: Option<u64>,
+    multiplicity: u32,
     transfer_bytes: f64,
     /// Bytes relayed each way across a split during training.
     relay_bytes: f64,
@@ -106,7 +127,8 @@ struct InFlight {
 struct Client {
     indices: Tensor,
     samples: usize,
-    busy: bool,
+    /// Jobs of the client in flight.
+    running: u32,
     /// Jobs dispatched and their virtual seconds (client fairness).
     stats: ClientStats,
 }
@@ -162,6 +184,11 @@ pub(crate) struct World {
     window: Window,
     staleness_histogram: BTreeMap<u64, u64>,
     last_eval_version: Option<u64>,
+    /// Evaluations so far, and whether the latest one ran the test set.
+    evaluations: u64,
+    last_tested: bool,
+    /// Aggregations the run will make if nothing stops it early (the last one is tested).
+    planned: Option<u64>,
     stopped: bool,
     records: Vec<EvalRecord>,
     /// Diagnostics the scheduler published, logged at each evaluation.
@@ -193,12 +220,12 @@ impl SchedCtx<'_> {
     }
 
     pub fn is_busy(&self, client: usize) -> bool {
-        self.world.clients[client].busy
+        self.world.clients[client].running > 0
     }
 
     /// Clients not training right now, in id order.
     pub fn idle_clients(&self) -> Vec<usize> {
-        (0..self.world.clients.len()).filter(|&c| !self.world.clients[c].busy).collect()
+        (0..self.world.clients.len()).filter(|&c| self.world.clients[c].running == 0).collect()
     }
 
     pub fn in_flight(&self) -> usize {
@@ -233,7 +260,39 @@ impl SchedCtx<'_> {
 
     /// Starts a job for an idle client with the current global model.
     pub fn dispatch(&mut self, client: usize) -> Result<()> {
-        self.world.dispatch(client, None, None)
+        self.world.dispatch(client, None, None, JobStart::default())
+    }
+
+    /// Starts a job for an idle client as `start` says (a stale or own start model, a wait
+    /// before it starts, a delay for the trainer).
+    pub fn dispatch_job(&mut self, client: usize, start: JobStart) -> Result<()> {
+        if !(start.wait_s >= 0.0 && start.wait_s.is_finite()) {
+            return Err(Error::invalid(format!("dispatch: wait_s must be finite and ≥ 0, got {}", start.wait_s)));
+        }
+        if let Some((version, params)) = &start.from {
+            if *version > self.world.version {
+                return Err(Error::invalid(format!(
+                    "dispatch: start version {version} is newer than the global model's {}",
+                    self.world.version
+                )));
+            }
+            if params.shapes() != self.world.shapes {
+                return Err(Error::invalid("dispatch: the start model's shapes differ from the model's"));
+            }
+        }
+        self.world.dispatch(client, None, None, start)
+    }
+
+    /// Updates that arrived and were not aggregated yet, in arrival order.
+    pub fn pending_updates(&self) -> &[ClientUpdate] {
+        &self.world.pending
+    }
+
+    /// A freshly initialised model (the model's initialisation drawn from the run's stream
+    /// for `key`), on the run's device: a client's own independent start.
+    pub fn fresh_model(&self, key: u64) -> ParamSet {
+        let device = self.world.global.tensors().first().map_or(Device::Cpu, Tensor::device);
+        self.world.model.init(&mut rng::stream(self.world.seed, &[tag::MODEL_INIT, 1, key])).to_device(device)
     }
 
     /// Alternatives the mask policy offers (Fed-RAA's fragments); 0 if it decides alone.
@@ -243,7 +302,7 @@ impl SchedCtx<'_> {
 
     /// Like [`SchedCtx::dispatch`], with the mask policy's alternative `choice`.
     pub fn dispatch_choice(&mut self, client: usize, choice: usize) -> Result<()> {
-        self.world.dispatch(client, None, Some(choice))
+        self.world.dispatch(client, None, Some(choice), JobStart::default())
     }
 
     /// Virtual seconds a job of `client` would take under the mask of `choice`, by the cost
@@ -267,7 +326,7 @@ impl SchedCtx<'_> {
         if !(share > 0.0 && share < 1.0) {
             return Err(Error::invalid(format!("dispatch_with_pull: share must be in (0, 1), got {share}")));
         }
-        self.world.dispatch(client, Some(share), None)
+        self.world.dispatch(client, Some(share), None, JobStart::default())
     }
 
     /// Merges every pending update into the global model (no-op without pending updates).
@@ -324,7 +383,7 @@ impl Simulation {
             .map(|idx| Client {
                 indices: Tensor::from_slice(idx).to_device(device),
                 samples: idx.len(),
-                busy: false,
+                running: 0,
                 stats: ClientStats::default(),
             })
             .collect();
@@ -380,6 +439,9 @@ impl Simulation {
             window: Window::default(),
             staleness_histogram: BTreeMap::new(),
             last_eval_version: None,
+            evaluations: 0,
+            last_tested: false,
+            planned: None,
             stopped: false,
             records: Vec::new(),
             sched_diagnostics: BTreeMap::new(),
@@ -405,7 +467,9 @@ impl Simulation {
     /// Runs to the end, reporting each evaluation to `observer`.
     pub fn run(&mut self, observer: &mut dyn Observer) -> Result<Summary> {
         tch::set_num_threads(1);
+        let planned = self.planned_aggregations();
         let w = &mut self.world;
+        w.planned = planned;
         if let Some(every) = w.eval.every_virtual_s {
             w.queue.push(ticks(every), Event::Eval);
         }
@@ -445,7 +509,8 @@ impl Simulation {
             }
         }
         let w = &mut self.world;
-        if w.last_eval_version != Some(w.version) {
+        if w.last_eval_version != Some(w.version) || !w.last_tested {
+            w.planned = Some(w.version);
             w.evaluate(observer)?;
         }
         Ok(w.summary())
@@ -502,10 +567,11 @@ impl World {
         cost
     }
 
-    fn dispatch(&mut self, client: usize, pull_share: Option<f64>, choice: Option<usize>) -> Result<()> {
-        if self.clients.get(client).is_some_and(|c| c.busy) {
+    fn dispatch(&mut self, client: usize, pull_share: Option<f64>, choice: Option<usize>, how: JobStart) -> Result<()> {
+        if self.clients.get(client).is_some_and(|c| c.running > 0) && !how.concurrent {
             return Err(Error::invalid(format!("dispatch: client {client} is already training")));
         }
+        let (base_version, base) = how.from.unwrap_or_else(|| (self.version, self.global.shallow_clone()));
         let mut mask_rng = self.mask_rng.clone();
         let mask = self.mask_for(client, choice, &mut mask_rng)?;
         self.mask_rng = mask_rng;
@@ -517,7 +583,7 @@ impl World {
         let bytes = cost.up_bytes;
         let phases = self.profiles[client].phases(&cost).scaled(self.devices.jitter_factor(&mut job_rng));
         let noise = TensorNoise::new(rng::derive_seed(self.seed, &[tag::JOB, client as u64, job, 1]));
-        let start = mask.extract(&self.global);
+        let start = mask.extract(&base);
         let grad_mask = match &mask {
             Mask::Elementwise(ms) => Some(ms.iter().map(|m| m.as_ref().map(Tensor::shallow_clone)).collect()),
             _ => None,
@@ -530,6 +596,8 @@ impl World {
             indices: c.indices.shallow_clone(),
             rng: job_rng,
             noise,
+            version: base_version,
+            delay: how.delay,
         };
         let work = match pull_share {
             Some(share) => {
@@ -549,16 +617,16 @@ impl World {
             }
         };
         let (at, event) = match pull_share {
-            Some(share) => (phases.down_s + share * phases.compute_s, Event::Pull(job)),
-            None => (phases.total_s(), Event::Arrival(job)),
+            Some(share) => (how.wait_s + phases.down_s + share * phases.compute_s, Event::Pull(job)),
+            None => (how.wait_s + phases.total_s(), Event::Arrival(job)),
         };
         self.queue.push(self.now + ticks(at), event);
         self.in_flight.insert(
             job,
             InFlight {
                 client,
-                base_version: self.version,
-                base: self.global.shallow_clone(),
+                base_version,
+                base,
                 mask,
                 choice,
                 start,
@@ -566,6 +634,7 @@ impl World {
                 phases,
                 pull_share,
                 pulled_version: None,
+                multiplicity: how.multiplicity.max(1),
                 transfer_bytes: bytes,
                 relay_bytes: cost.relay_bytes,
                 work,
@@ -576,9 +645,9 @@ impl World {
         }
         self.bytes_down += bytes + cost.relay_bytes;
         let c = &mut self.clients[client];
-        c.busy = true;
+        c.running += 1;
         c.stats.jobs += 1;
-        c.stats.busy_s += phases.total_s();
+        c.stats.busy_s += how.wait_s + phases.total_s();
         Ok(())
     }
 
@@ -668,7 +737,7 @@ impl World {
             Work::Deferred => unreachable!("flushed above"),
         };
         let delta = f.mask.scatter(&out.params.sub(&f.start), &self.shapes);
-        self.clients[f.client].busy = false;
+        self.clients[f.client].running -= 1;
         self.bytes_up += f.transfer_bytes + f.relay_bytes;
         self.pending.push(ClientUpdate {
             client: f.client,
@@ -680,6 +749,7 @@ impl World {
             delta,
             pulled_version: f.pulled_version,
             samples: self.clients[f.client].samples,
+            multiplicity: f.multiplicity,
             train_loss: out.mean_loss,
             dispatched_at: f.dispatched_at,
             arrived_at: self.now,
@@ -735,7 +805,15 @@ impl World {
     }
 
     fn evaluate(&mut self, observer: &mut dyn Observer) -> Result<()> {
-        let (accuracy, loss) = evaluate(&*self.model, &self.global, &self.test, self.eval.batch_size);
+        let test =
+            self.evaluations.is_multiple_of(self.eval.test_every) || self.planned.is_some_and(|p| self.version >= p);
+        self.evaluations += 1;
+        self.last_tested = test;
+        let (accuracy, loss) = if test {
+            evaluate(&*self.model, &self.global, &self.test, self.eval.batch_size)
+        } else {
+            (f64::NAN, f64::NAN)
+        };
         let w = std::mem::take(&mut self.window);
         let per_update = |x: f64| if w.updates == 0 { f64::NAN } else { x / w.updates as f64 };
         let record = EvalRecord {

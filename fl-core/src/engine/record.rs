@@ -17,12 +17,17 @@ pub struct EvalConfig {
     pub every_aggregations: Option<u64>,
     /// Evaluate every Δ virtual seconds.
     pub every_virtual_s: Option<f64>,
+    /// Run the test set at every k-th evaluation only (and at the last one); the others log
+    /// the training-side fields (training loss, staleness, diagnostics) with accuracy and
+    /// test loss NaN. For long runs whose per-round training loss matters (asyncnc's server
+    /// loss) but whose test pass costs more than a round.
+    pub test_every: u64,
     pub batch_size: usize,
 }
 
 impl Default for EvalConfig {
     fn default() -> Self {
-        EvalConfig { every_aggregations: Some(1), every_virtual_s: None, batch_size: 1000 }
+        EvalConfig { every_aggregations: Some(1), every_virtual_s: None, test_every: 1, batch_size: 1000 }
     }
 }
 
@@ -30,6 +35,9 @@ impl EvalConfig {
     pub fn validate(&self) -> std::result::Result<(), String> {
         if self.batch_size == 0 {
             return Err("batch_size: expected at least 1".into());
+        }
+        if self.test_every == 0 {
+            return Err("test_every: expected at least 1".into());
         }
         if self.every_virtual_s.is_some_and(|d| !(d > 0.0)) {
             return Err("every_virtual_s: expected a positive number of seconds".into());

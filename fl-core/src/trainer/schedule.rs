@@ -40,6 +40,8 @@ pub struct BatchSchedule {
     shapes: Vec<(i64, i64)>,
     /// Per step: whether some client's batch is padded.
     padded: Vec<bool>,
+    /// Per client (cohort order), per step: the local epoch (pass over its samples) it is in.
+    epochs: Vec<Vec<usize>>,
 }
 
 impl BatchSchedule {
@@ -55,15 +57,20 @@ impl BatchSchedule {
         let mut weights = vec![0f32; clients.len() * cells];
         let mut longest = vec![0usize; total];
         let mut shortest = vec![usize::MAX; total];
+        let mut epochs = Vec::with_capacity(clients.len());
         for (c, plan) in clients.iter_mut().enumerate() {
             let n = plan.samples;
             let mut order: Vec<i64> = (0..n as i64).collect();
             let mut position = n;
+            let mut epoch_of = Vec::with_capacity(plan.steps);
+            let mut passes = 0;
             for (step, longest) in longest.iter_mut().enumerate().take(plan.steps) {
                 if position >= n {
                     order.shuffle(plan.rng);
                     position = 0;
+                    passes += 1;
                 }
+                epoch_of.push(passes - 1);
                 let len = batch_size.min(n - position);
                 let at = c * cells + step * width;
                 positions[at..at + len].copy_from_slice(&order[position..position + len]);
@@ -72,6 +79,7 @@ impl BatchSchedule {
                 shortest[step] = shortest[step].min(len);
                 position += len;
             }
+            epochs.push(epoch_of);
         }
         let shape = [clients.len() as i64, total as i64, width as i64];
         let positions = Tensor::from_slice(&positions).reshape(shape).to_device(device);
@@ -84,7 +92,7 @@ impl BatchSchedule {
         let weights = Tensor::from_slice(&weights).reshape(shape).to_device(device).permute([1, 0, 2]).contiguous();
         let shapes = (0..total).map(|t| (steps.iter().filter(|&&s| s > t).count() as i64, longest[t] as i64)).collect();
         let padded = (0..total).map(|t| shortest[t] < longest[t]).collect();
-        BatchSchedule { steps, indices, weights, shapes, padded }
+        BatchSchedule { steps, indices, weights, shapes, padded, epochs }
     }
 
     /// Steps of the longest job.
@@ -100,6 +108,11 @@ impl BatchSchedule {
     /// Clients training at step `t` (the first `k` of the cohort) and the longest batch `b`.
     pub fn shape(&self, t: usize) -> (i64, i64) {
         self.shapes[t]
+    }
+
+    /// Per client (cohort order), per step of that client: its local epoch, from 0.
+    pub fn epochs(&self) -> &[Vec<usize>] {
+        &self.epochs
     }
 
     /// Whether some client's batch at step `t` is padded (see [`crate::model::Training::valid`]).

@@ -1,8 +1,16 @@
-//! Mini-batch SGD with momentum, weight decay, an optional proximal term (FedProx) and
-//! gradient masking, written directly on tensors so that every random draw comes from the
-//! job's own streams. A cohort trains as one computation: parameters, momentum, masks and
-//! starting points stacked along the client dimension, one backward pass and one update of
-//! the stack per step. A model pulled mid-training is mixed in with weight `pull_weight`.
+//! Mini-batch SGD (with momentum) or Adam, weight decay, an optional proximal term (FedProx),
+//! gradient masking, learning-rate decay with a per-job delay penalty and early stopping,
+//! written directly on tensors so that every random draw comes from the job's own streams. A
+//! cohort trains as one computation: parameters, optimizer state, masks and starting points
+//! stacked along the client dimension, one backward pass and one update of the stack per step.
+//! A model pulled mid-training is mixed in with weight `pull_weight`.
+//!
+//! The learning rate of a client at a step is `lr · decay / (1 + delay_alpha · d)`, `d` the
+//! job's delay (see [`crate::trainer::rates`]); asyncnc's clients use Adam re-created every
+//! epoch (`reset_each_epoch`) with `lr_decay = "inv-sqrt-epoch"`. Early stopping (`patience`)
+//! ends a client's training when its epoch-mean loss has not improved for `patience` epochs:
+//! the client stays in the computation but its parameters and buffers stop changing, so
+//! nothing is read back to the host before the end. The cost model still charges the full job.
 //!
 //! Under an elementwise mask the client starts from the masked model (masked-out weights 0).
 //! `masking = "gradient"` multiplies gradients by the mask so those weights stay 0 (the
@@ -20,6 +28,7 @@ use crate::model::{Mode, Model, Training};
 use crate::params::ParamSet;
 use crate::rng::CohortNoise;
 use crate::split::SplitConfig;
+use crate::trainer::rates::{ClientRates, LrDecay, RateConfig, RateTable};
 use crate::trainer::schedule::{BatchSchedule, ClientPlan};
 use crate::trainer::{LocalTrainer, PullInfo, TrainJob, TrainOutcome, TrainSession};
 
@@ -34,11 +43,26 @@ pub enum Masking {
     ZeroInitOnly,
 }
 
+/// The update rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Optimizer {
+    /// SGD with optional (heavy-ball, PyTorch-style) momentum.
+    #[default]
+    Sgd,
+    /// Adam (Kingma and Ba) with `betas` and `eps`, PyTorch's form; weight decay as L2.
+    Adam,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SgdConfig {
-    /// Learning rate.
+    pub optimizer: Optimizer,
+    /// Learning rate (before decay and delay penalty).
     pub lr: f64,
+    pub lr_decay: LrDecay,
+    /// α of the delay penalty lr / (1 + α·d), d the job's delay (0: no penalty).
+    pub delay_alpha: f64,
     pub batch_size: usize,
     /// Local epochs over the client's samples.
     pub epochs: usize,
@@ -46,6 +70,15 @@ pub struct SgdConfig {
     /// reshuffled epochs).
     pub steps: Option<usize>,
     pub momentum: f64,
+    /// Adam's β₁ and β₂.
+    pub betas: [f64; 2],
+    /// Adam's ε.
+    pub eps: f64,
+    /// Restart the optimizer state (momentum, Adam's moments and step count) at every local
+    /// epoch, as code that re-creates its optimizer per epoch does.
+    pub reset_each_epoch: bool,
+    /// Stop a client whose epoch-mean training loss has not improved for this many epochs.
+    pub patience: Option<usize>,
     pub weight_decay: f64,
     /// FedProx's μ: adds μ/2 ‖w − w_start‖² to the loss.
     pub prox_mu: f64,
@@ -60,11 +93,18 @@ pub struct SgdConfig {
 impl Default for SgdConfig {
     fn default() -> Self {
         SgdConfig {
+            optimizer: Optimizer::Sgd,
             lr: 0.05,
+            lr_decay: LrDecay::Constant,
+            delay_alpha: 0.0,
             batch_size: 32,
             epochs: 1,
             steps: None,
             momentum: 0.0,
+            betas: [0.9, 0.999],
+            eps: 1e-8,
+            reset_each_epoch: false,
+            patience: None,
             weight_decay: 0.0,
             prox_mu: 0.0,
             pull_weight: 0.5,
@@ -90,6 +130,21 @@ impl SgdConfig {
         }
         if !(0.0..1.0).contains(&self.momentum) {
             return Err(format!("momentum: expected a value in [0, 1), got {}", self.momentum));
+        }
+        if self.optimizer == Optimizer::Adam && self.momentum != 0.0 {
+            return Err("momentum: Adam has no momentum (set betas instead)".into());
+        }
+        if let Some(b) = self.betas.iter().find(|b| !(0.0..1.0).contains(*b)) {
+            return Err(format!("betas: expected two values in [0, 1), got {b}"));
+        }
+        if !(self.eps > 0.0) {
+            return Err(format!("eps: expected a positive number, got {}", self.eps));
+        }
+        if !(self.delay_alpha >= 0.0) {
+            return Err(format!("delay_alpha: expected a non-negative number, got {}", self.delay_alpha));
+        }
+        if self.patience == Some(0) {
+            return Err("patience: expected at least 1 epoch".into());
         }
         if !(self.weight_decay >= 0.0) {
             return Err(format!("weight_decay: expected a non-negative number, got {}", self.weight_decay));
@@ -161,8 +216,13 @@ struct SgdCohort {
     order: Vec<usize>,
     params: Vec<Tensor>,
     start: Vec<Tensor>,
-    /// Momentum buffers (with momentum only), zero at the start.
+    /// Momentum buffers (SGD with momentum) or Adam's first moments, zero at the start.
     velocity: Vec<Tensor>,
+    /// Adam's second moments.
+    second: Vec<Tensor>,
+    rates: RateTable,
+    /// Early stopping state, with `patience`.
+    stopping: Option<EarlyStopping>,
     /// Stacked 0/1 gradient masks per tensor (ones for clients that do not mask it).
     grad_mask: Vec<Option<Tensor>>,
     schedule: BatchSchedule,
@@ -170,8 +230,25 @@ struct SgdCohort {
     step: usize,
     /// Each client's summed batch losses, `[C]`, read once at the end.
     loss_sum: Tensor,
-    /// Weight decay, momentum and −lr as 0-d tensors on the device, copied there once.
-    factors: [Tensor; 3],
+    /// Weight decay, momentum, 1 − β₁, 1 − β₂ and ε as 0-d tensors on the device, copied there once.
+    factors: [Tensor; 5],
+}
+
+/// Per-client early stopping on the device: losses of the current epoch, the best epoch mean,
+/// epochs without improvement and whether the client still trains.
+struct EarlyStopping {
+    patience: f64,
+    epoch_loss: Tensor,
+    best: Tensor,
+    bad_epochs: Tensor,
+    /// 1 while the client trains, 0 once stopped, `[C]`.
+    active: Tensor,
+    /// Steps each client made while active, `[C]`.
+    steps_run: Tensor,
+    /// `[T, C]`: 1/batches of the epoch at a client's last step of an epoch, else 0.
+    epoch_end: Tensor,
+    /// Steps at which some client ends an epoch.
+    ends: Vec<bool>,
 }
 
 impl SgdCohort {
@@ -203,7 +280,10 @@ impl SgdCohort {
         let start: Vec<Tensor> =
             (0..names.len()).map(|i| stack(&|job| job.params.tensors()[i].shallow_clone())).collect();
         let params = start.iter().map(Tensor::copy).collect();
-        let velocity = if sgd.cfg.momentum > 0.0 { start.iter().map(Tensor::zeros_like).collect() } else { Vec::new() };
+        let adam = sgd.cfg.optimizer == Optimizer::Adam;
+        let zeros = |on: bool| if on { start.iter().map(Tensor::zeros_like).collect() } else { Vec::new() };
+        let velocity = zeros(sgd.cfg.momentum > 0.0 || adam);
+        let second = zeros(adam);
         let masked = sgd.cfg.masking == Masking::Gradient;
         let grad_mask = (0..names.len())
             .map(|i| {
@@ -228,11 +308,30 @@ impl SgdCohort {
             })
             .collect();
         let schedule = BatchSchedule::draw(plans, sgd.cfg.batch_size, device);
+        let cfg = &sgd.cfg;
+        let rate_config = RateConfig {
+            lr: cfg.lr,
+            decay: cfg.lr_decay,
+            delay_alpha: cfg.delay_alpha,
+            adam_betas: adam.then_some((cfg.betas[0], cfg.betas[1])),
+            reset_each_epoch: cfg.reset_each_epoch,
+        };
+        let clients: Vec<ClientRates> = order
+            .iter()
+            .zip(schedule.epochs())
+            .map(|(&j, epochs)| ClientRates { epochs, delay: jobs[j].delay, version: jobs[j].version })
+            .collect();
+        let rates = RateTable::new(&rate_config, &clients, device);
+        let stopping = cfg.patience.map(|p| EarlyStopping::new(p, schedule.epochs(), device));
         Ok(SgdCohort {
             cfg: sgd.cfg.clone(),
             loss_sum: Tensor::zeros([jobs.len() as i64], (Kind::Float, device)),
-            factors: [sgd.cfg.weight_decay, sgd.cfg.momentum, -sgd.cfg.lr]
+            factors: [cfg.weight_decay, cfg.momentum, 1.0 - cfg.betas[0], 1.0 - cfg.betas[1], cfg.eps]
                 .map(|v| Tensor::from(v as f32).to_device(device)),
+            velocity,
+            second,
+            rates,
+            stopping,
             trainable: model.structure().trainable(),
             model,
             data,
@@ -240,7 +339,6 @@ impl SgdCohort {
             order,
             params,
             start,
-            velocity,
             grad_mask,
             schedule,
             noise,
@@ -262,21 +360,37 @@ impl SgdCohort {
         let x = self.data.x.index_select(0, &flat).reshape(x_shape.as_slice());
         let y = self.data.y.index_select(0, &flat);
         // Buffers (BatchNorm statistics) go in as views the forward pass updates in place.
-        let inputs: Vec<Tensor> = self
+        let mut inputs: Vec<Tensor> = self
             .params
             .iter()
             .zip(&self.trainable)
             .map(|(p, &t)| if t { p.narrow(0, 0, k).detach().set_requires_grad(true) } else { p.narrow(0, 0, k) })
             .collect();
         let valid = self.schedule.padded(t).then(|| weights.gt(0.0).to_kind(Kind::Float));
+        // A stopped client's buffers must not move either: keep a copy to restore.
+        let frozen: Vec<(usize, Tensor)> = match &self.stopping {
+            Some(_) => (0..inputs.len()).filter(|&i| !self.trainable[i]).map(|i| (i, inputs[i].copy())).collect(),
+            None => Vec::new(),
+        };
         let mut mode = Mode::Train(Training { noise: &mut self.noise, valid: valid.as_ref() });
         let logits = self.model.forward(&inputs, &x, &mut mode);
         let classes = *logits.size().last().expect("logits have a class dimension");
         let per_sample =
             logits.reshape([-1, classes]).cross_entropy_loss::<Tensor>(&y, None, Reduction::None, -100, 0.0);
         let per_client = (per_sample.reshape([k, b]) * &weights).sum_dim_intlist(1, false, Kind::Float);
+        let batch_loss = per_client.detach();
         let mut seen = self.loss_sum.narrow(0, 0, k);
-        seen += per_client.detach();
+        match &mut self.stopping {
+            Some(stop) => {
+                let active = stop.active.narrow(0, 0, k);
+                seen += &batch_loss * &active;
+                for (i, old) in frozen {
+                    let restored = inputs[i].where_self(&per_client_view(&active.gt(0.0), inputs[i].dim()), &old);
+                    tch::no_grad(|| inputs[i].copy_(&restored));
+                }
+            }
+            None => seen += &batch_loss,
+        }
         let mut loss = per_client.sum(Kind::Float);
         let leaves: Vec<&Tensor> = inputs.iter().zip(&self.trainable).filter(|(_, t)| **t).map(|(p, _)| p).collect();
         if self.cfg.prox_mu > 0.0 {
@@ -296,37 +410,134 @@ impl SgdCohort {
             .iter()
             .map(|&t| if t { leaf_grads.next().expect("one gradient per leaf") } else { Tensor::new() })
             .collect();
-        tch::no_grad(|| self.update(k, grads));
+        tch::no_grad(|| self.update(t, k, grads));
+        if let Some(stop) = &mut self.stopping {
+            stop.after_step(t, k, &batch_loss);
+        }
     }
 
-    /// One SGD update of the first `k` clients. Each tensor is touched in as few passes as the
-    /// options allow (the update runs out of memory bandwidth before compute): the fresh gradient
-    /// absorbs weight decay, mask and momentum in place, and becomes the momentum buffer.
-    fn update(&mut self, k: i64, grads: Vec<Tensor>) {
-        let [decay, momentum, step] = &self.factors;
+    /// One update of the first `k` clients at step `t`. Each tensor is touched in as few
+    /// passes as the options allow (the update runs out of memory bandwidth before compute):
+    /// the fresh gradient absorbs weight decay, mask and momentum in place, and becomes the
+    /// momentum buffer.
+    fn update(&mut self, t: usize, k: i64, grads: Vec<Tensor>) {
+        let [decay, momentum, one_minus_b1, one_minus_b2, eps] = &self.factors;
         let whole = k as usize == self.clients();
+        let row = |table: &Tensor| table.get(t as i64).narrow(0, 0, k);
+        let mut step = row(&self.rates.step);
+        if let Some(stop) = &self.stopping {
+            step = step * stop.active.narrow(0, 0, k);
+        }
+        let keep = self.rates.keep.as_ref().map(row);
+        let inv_sqrt_bias2 = self.rates.inv_sqrt_bias2.as_ref().map(row);
         for (i, g) in grads.into_iter().enumerate() {
             if !g.defined() {
                 continue; // A tensor the loss does not reach does not move.
             }
             let mut g = if g.is_contiguous() { g } else { g.contiguous() };
             let mut p = self.params[i].narrow(0, 0, k);
+            let dims = p.dim();
             if self.cfg.weight_decay > 0.0 {
                 let _ = g.addcmul_(&p, decay);
             }
             if let Some(m) = &self.grad_mask[i] {
                 g *= m.narrow(0, 0, k);
             }
-            if self.cfg.momentum > 0.0 {
-                let _ = g.addcmul_(&self.velocity[i].narrow(0, 0, k), momentum);
-                if whole {
-                    self.velocity[i] = g.shallow_clone();
-                } else {
-                    self.velocity[i].narrow(0, 0, k).copy_(&g);
+            let direction = match self.cfg.optimizer {
+                Optimizer::Sgd if self.cfg.momentum > 0.0 => {
+                    let v = self.velocity[i].narrow(0, 0, k);
+                    let _ = match &keep {
+                        Some(keep) => g.addcmul_(&v, &(per_client_view(keep, dims) * momentum)),
+                        None => g.addcmul_(&v, momentum),
+                    };
+                    if whole {
+                        self.velocity[i] = g.shallow_clone();
+                    } else {
+                        self.velocity[i].narrow(0, 0, k).copy_(&g);
+                    }
+                    g
+                }
+                Optimizer::Sgd => g,
+                Optimizer::Adam => {
+                    let (mut m, mut v) = (self.velocity[i].narrow(0, 0, k), self.second[i].narrow(0, 0, k));
+                    if let Some(keep) = &keep {
+                        m *= per_client_view(keep, dims);
+                        v *= per_client_view(keep, dims);
+                    }
+                    // m ← β₁m + (1−β₁)g, v ← β₂v + (1−β₂)g², as m + (1−β₁)(g − m).
+                    let _ = m.addcmul_(&(&g - &m), one_minus_b1);
+                    let _ = v.addcmul_(&(g.square() - &v), one_minus_b2);
+                    let scale = inv_sqrt_bias2.as_ref().expect("Adam has its bias corrections");
+                    let denominator = v.sqrt() * per_client_view(scale, dims) + eps;
+                    m / denominator
+                }
+            };
+            let _ = p.addcmul_(&direction, &per_client_view(&step, dims));
+        }
+    }
+}
+
+/// A `[k]` per-client factor viewed as `[k, 1, …]` to broadcast over `dims`-dimensional stacks.
+fn per_client_view(factor: &Tensor, dims: usize) -> Tensor {
+    let mut shape = vec![1i64; dims];
+    shape[0] = factor.size()[0];
+    factor.view(shape.as_slice())
+}
+
+impl EarlyStopping {
+    fn new(patience: usize, epochs: &[Vec<usize>], device: Device) -> Self {
+        let clients = epochs.len();
+        let total = epochs.iter().map(Vec::len).max().unwrap_or(0);
+        let mut epoch_end = vec![0f32; total * clients];
+        let mut ends = vec![false; total];
+        for (c, epochs) in epochs.iter().enumerate() {
+            let mut first = 0;
+            for s in 0..epochs.len() {
+                if s + 1 == epochs.len() || epochs[s + 1] != epochs[s] {
+                    epoch_end[s * clients + c] = 1.0 / (s + 1 - first) as f32;
+                    ends[s] = true;
+                    first = s + 1;
                 }
             }
-            let _ = p.addcmul_(&g, step);
         }
+        let zeros = || Tensor::zeros([clients as i64], (Kind::Float, device));
+        EarlyStopping {
+            patience: patience as f64,
+            epoch_loss: zeros(),
+            best: zeros() + f64::INFINITY,
+            bad_epochs: zeros(),
+            active: zeros() + 1.0,
+            steps_run: zeros(),
+            epoch_end: Tensor::from_slice(&epoch_end).reshape([total as i64, clients as i64]).to_device(device),
+            ends,
+        }
+    }
+
+    /// Counts step `t`'s batch losses of the first `k` clients and, where a client's epoch
+    /// ends, compares its mean with the best so far; a client that has not improved for
+    /// `patience` epochs stops.
+    fn after_step(&mut self, t: usize, k: i64, batch_loss: &Tensor) {
+        let active = self.active.narrow(0, 0, k);
+        let mut steps_run = self.steps_run.narrow(0, 0, k);
+        steps_run += &active;
+        let mut epoch_loss = self.epoch_loss.narrow(0, 0, k);
+        epoch_loss += batch_loss;
+        if !self.ends[t] {
+            return;
+        }
+        let inv_batches = self.epoch_end.get(t as i64).narrow(0, 0, k);
+        let ends = inv_batches.gt(0.0);
+        let mean = &epoch_loss * &inv_batches;
+        let mut best = self.best.narrow(0, 0, k);
+        let improved = mean.lt_tensor(&best).logical_and(&ends);
+        let worse = ends.logical_and(&improved.logical_not());
+        best.copy_(&mean.where_self(&improved, &best));
+        let mut bad = self.bad_epochs.narrow(0, 0, k);
+        let counted = (&bad + 1.0).where_self(&worse, &(&bad * improved.logical_not().to_kind(Kind::Float)));
+        bad.copy_(&counted);
+        let mut active = self.active.narrow(0, 0, k);
+        active *= bad.lt(self.patience).to_kind(Kind::Float);
+        epoch_loss *= ends.logical_not().to_kind(Kind::Float);
     }
 }
 
@@ -366,11 +577,18 @@ impl TrainSession for SgdCohort {
     }
 
     fn finish(self: Box<Self>) -> Result<Vec<TrainOutcome>> {
-        let losses = Vec::<f32>::try_from(self.loss_sum.to_device(Device::Cpu))
-            .map_err(|e| Error::invalid(format!("sgd: reading the losses: {e}")))?;
+        let read = |t: &Tensor| {
+            Vec::<f32>::try_from(t.to_device(Device::Cpu))
+                .map_err(|e| Error::invalid(format!("sgd: reading the losses: {e}")))
+        };
+        let losses = read(&self.loss_sum)?;
+        let steps_run = self.stopping.as_ref().map(|s| read(&s.steps_run)).transpose()?;
         let mut outcomes: Vec<Option<TrainOutcome>> = (0..self.clients()).map(|_| None).collect();
         for (slot, &job) in self.order.iter().enumerate() {
-            let done = self.step.min(self.schedule.steps()[slot]);
+            let done = match &steps_run {
+                Some(run) => run[slot] as usize,
+                None => self.step.min(self.schedule.steps()[slot]),
+            };
             let tensors = self.params.iter().map(|p| p.get(slot as i64)).collect();
             outcomes[job] = Some(TrainOutcome {
                 params: ParamSet::new(self.names.clone(), tensors)?,

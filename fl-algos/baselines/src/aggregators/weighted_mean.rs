@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum Weighting {
-    /// Proportional to the client's sample count.
+    /// Proportional to the client's sample count (times the update's multiplicity).
     #[default]
     Samples,
     Uniform,
@@ -19,8 +19,8 @@ pub enum Weighting {
 impl Weighting {
     pub fn weight(self, update: &ClientUpdate) -> f64 {
         match self {
-            Weighting::Samples => update.samples as f64,
-            Weighting::Uniform => 1.0,
+            Weighting::Samples => update.samples as f64 * f64::from(update.multiplicity),
+            Weighting::Uniform => f64::from(update.multiplicity),
         }
     }
 }

@@ -1,0 +1,120 @@
+//! `delayed-async`: the event-driven variant (V6; not in the paper, which never simulates
+//! staleness): every client trains in a loop on the virtual clock, each job after a delay
+//! d ~ U(0, D), starting from the global model current at its dispatch. The server commits an
+//! aggregate whenever `buffer` results have arrived (`buffer = 1`: per arrival, damped by the
+//! staleness function), so an update's staleness τ is the number of versions committed while
+//! it trained: genuine staleness for the staleness function to weigh.
+
+use fl_core::registry::{Builder, Component, defaults_of};
+use fl_core::{JobStart, Result, SchedCtx, Scheduler};
+use rand::Rng as _;
+use serde::{Deserialize, Serialize};
+
+use crate::barrier_rounds::LrDelay;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DelayedAsyncConfig {
+    /// Aggregations to run.
+    pub aggregations: u64,
+    /// Results per aggregation (J).
+    pub buffer: usize,
+    /// D: each job waits U(0, D) virtual seconds before it starts.
+    pub max_delay_s: f64,
+    /// The trainer's delay: the sampled delay, D, or a fixed value (`"versions"` is unknown
+    /// at dispatch here and is refused).
+    pub lr_delay: LrDelay,
+    pub lr_delay_value: f64,
+}
+
+impl Default for DelayedAsyncConfig {
+    fn default() -> Self {
+        DelayedAsyncConfig {
+            aggregations: 1000,
+            buffer: 5,
+            max_delay_s: 2.0,
+            lr_delay: LrDelay::Sampled,
+            lr_delay_value: 0.0,
+        }
+    }
+}
+
+impl DelayedAsyncConfig {
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        if self.aggregations == 0 {
+            return Err("aggregations: expected at least 1".into());
+        }
+        if self.buffer == 0 {
+            return Err("buffer: expected at least 1".into());
+        }
+        if !(self.max_delay_s >= 0.0 && self.max_delay_s.is_finite()) {
+            return Err(format!("max_delay_s: expected a finite number ≥ 0, got {}", self.max_delay_s));
+        }
+        if self.lr_delay == LrDelay::Versions {
+            return Err(
+                "lr_delay: \"versions\" is not known when a job starts here; use \"sampled\", \"max\" or \"fixed\""
+                    .into(),
+            );
+        }
+        if !(self.lr_delay_value >= 0.0) {
+            return Err(format!("lr_delay_value: expected a number ≥ 0, got {}", self.lr_delay_value));
+        }
+        Ok(())
+    }
+}
+
+pub struct DelayedAsync {
+    cfg: DelayedAsyncConfig,
+}
+
+impl DelayedAsync {
+    pub fn new(cfg: DelayedAsyncConfig) -> Self {
+        DelayedAsync { cfg }
+    }
+
+    fn dispatch(&self, ctx: &mut SchedCtx, client: usize) -> Result<()> {
+        let delay = if self.cfg.max_delay_s > 0.0 { ctx.rng().random_range(0.0..self.cfg.max_delay_s) } else { 0.0 };
+        let lr_delay = match self.cfg.lr_delay {
+            LrDelay::Sampled => delay,
+            LrDelay::Max => self.cfg.max_delay_s,
+            LrDelay::Fixed => self.cfg.lr_delay_value,
+            LrDelay::Versions => unreachable!("refused by validate"),
+        };
+        ctx.dispatch_job(client, JobStart { wait_s: delay, delay: lr_delay, ..JobStart::default() })
+    }
+}
+
+impl Scheduler for DelayedAsync {
+    fn on_start(&mut self, ctx: &mut SchedCtx) -> Result<()> {
+        for client in 0..ctx.num_clients() {
+            self.dispatch(ctx, client)?;
+        }
+        Ok(())
+    }
+
+    fn on_arrival(&mut self, ctx: &mut SchedCtx, client: usize) -> Result<()> {
+        if ctx.pending_len() >= self.cfg.buffer {
+            ctx.aggregate()?;
+            if ctx.version() >= self.cfg.aggregations {
+                ctx.stop();
+                return Ok(());
+            }
+        }
+        self.dispatch(ctx, client)
+    }
+
+    fn planned_aggregations(&self) -> Option<u64> {
+        Some(self.cfg.aggregations)
+    }
+}
+
+inventory::submit! {
+    Component {
+        name: "delayed-async",
+        summary: "every client loops with delays U(0, D); aggregate every `buffer` arrivals (staleness = versions committed meanwhile)",
+        paper: "Forootani and Iervolino (variant V6 of the spec: event-driven, beyond the paper)",
+        defaults: defaults_of::<DelayedAsyncConfig>,
+        build: Builder::Scheduler(|p| Ok(Box::new(DelayedAsync::new(p.parse_valid(DelayedAsyncConfig::validate)?)))),
+        origin: module_path!(),
+    }
+}

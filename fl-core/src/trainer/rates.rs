@@ -1,0 +1,107 @@
+//! Per-step, per-client factors of a cohort's optimizer: learning rates (with their decay and
+//! the client's delay penalty), Adam's bias corrections and where optimizer state restarts.
+//!
+//! Every factor depends only on the step, the client's epoch and the job's own delay and
+//! version, all known before training, so the whole table is computed on the host once and
+//! copied to the device once; the step loop slices it without a host round trip. A client's
+//! factors are the same whether it trains alone or in a cohort.
+
+use serde::{Deserialize, Serialize};
+use tch::{Device, Tensor};
+
+/// How the learning rate decays over a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LrDecay {
+    /// The same rate at every step.
+    #[default]
+    Constant,
+    /// lr / √(e + 1) in local epoch e (from 0): asyncnc's experiments (its "epoch number").
+    InvSqrtEpoch,
+    /// lr / √(s + 1) at local step s (from 0).
+    InvSqrtStep,
+    /// lr / √(t + 1) for a job starting from global version t: asyncnc's Lemma 3.
+    InvSqrtRound,
+}
+
+impl LrDecay {
+    fn factor(self, epoch: usize, step: usize, version: u64) -> f64 {
+        let t = match self {
+            LrDecay::Constant => return 1.0,
+            LrDecay::InvSqrtEpoch => epoch as f64,
+            LrDecay::InvSqrtStep => step as f64,
+            LrDecay::InvSqrtRound => version as f64,
+        };
+        1.0 / (t + 1.0).sqrt()
+    }
+}
+
+/// What the table is computed from.
+pub struct RateConfig {
+    pub lr: f64,
+    pub decay: LrDecay,
+    /// α of the delay penalty lr / (1 + α·d).
+    pub delay_alpha: f64,
+    /// Adam's (β₁, β₂), if the optimizer is Adam.
+    pub adam_betas: Option<(f64, f64)>,
+    /// Whether optimizer state (momentum, Adam's moments and step count) restarts at every
+    /// local epoch, as when the optimizer is re-created per epoch.
+    pub reset_each_epoch: bool,
+}
+
+/// One client's inputs to the table.
+pub struct ClientRates<'a> {
+    /// Its local epoch at each of its steps.
+    pub epochs: &'a [usize],
+    /// The delay d of its job (see [`crate::trainer::TrainJob::delay`]).
+    pub delay: f64,
+    /// The global version its job started from.
+    pub version: u64,
+}
+
+/// `[T, C]` factors on the device; a client past its last step has zeros.
+pub struct RateTable {
+    /// −lr, or −lr/(1 − β₁ᵗ) for Adam (the step applied to the update direction).
+    pub step: Tensor,
+    /// Adam: 1/√(1 − β₂ᵗ), which scales √v before ε is added.
+    pub inv_sqrt_bias2: Option<Tensor>,
+    /// 0 where the client's optimizer state restarts, 1 elsewhere (with `reset_each_epoch`).
+    pub keep: Option<Tensor>,
+}
+
+impl RateTable {
+    pub fn new(cfg: &RateConfig, clients: &[ClientRates], device: Device) -> RateTable {
+        let total = clients.iter().map(|c| c.epochs.len()).max().unwrap_or(0);
+        let cells = total * clients.len();
+        let mut step = vec![0f32; cells];
+        let mut bias2 = vec![0f32; cells];
+        let mut keep = vec![1f32; cells];
+        for (c, client) in clients.iter().enumerate() {
+            let penalty = 1.0 + cfg.delay_alpha * client.delay;
+            let mut since_reset = 0usize;
+            for (s, &epoch) in client.epochs.iter().enumerate() {
+                let at = s * clients.len() + c;
+                let restart = s == 0 || (cfg.reset_each_epoch && epoch != client.epochs[s - 1]);
+                if restart {
+                    since_reset = 0;
+                    keep[at] = 0.0;
+                }
+                since_reset += 1;
+                let lr = cfg.lr * cfg.decay.factor(epoch, s, client.version) / penalty;
+                step[at] = match cfg.adam_betas {
+                    Some((b1, b2)) => {
+                        bias2[at] = (1.0 / (1.0 - b2.powi(since_reset as i32)).sqrt()) as f32;
+                        (-lr / (1.0 - b1.powi(since_reset as i32))) as f32
+                    }
+                    None => -lr as f32,
+                };
+            }
+        }
+        let table = |v: &[f32]| Tensor::from_slice(v).reshape([total as i64, clients.len() as i64]).to_device(device);
+        RateTable {
+            step: table(&step),
+            inv_sqrt_bias2: cfg.adam_betas.map(|_| table(&bias2)),
+            keep: cfg.reset_each_epoch.then(|| table(&keep)),
+        }
+    }
+}
