@@ -87,7 +87,7 @@ fn inverse_linear_is_one_over_one_plus_a_s() {
     // a = 0.5: s(4) = 1/3.
     let global = params([1.0, 2.0]);
     let u = update([1.0, 2.0], [0.0, 0.0], 1, 1);
-    let mut w = |f: &mut dyn StalenessFn, versions| {
+    let w = |f: &mut dyn StalenessFn, versions| {
         f.weight(&StalenessCtx { versions, seconds: 1000.0, update: &u, global: &global })
     };
     let mut default = InverseLinear::default();

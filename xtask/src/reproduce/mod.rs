@@ -23,6 +23,7 @@ mod outcome;
 mod records;
 mod report;
 mod runner;
+mod server_loss;
 mod slurm;
 
 use std::collections::BTreeMap;
@@ -309,8 +310,18 @@ fn write_report(
     }
     let checks = report::evaluate_checks(grid, results);
     let orderings = report::evaluate_orderings(grid, results);
+    let mut checks = checks;
     let mut figures = figures::write_figures(&grid.figures, results, dir)?;
     figures.extend(figures::write_sweeps(grid, results, dir)?);
+    let section = match expected.section.as_deref() {
+        None => None,
+        Some("server-loss") => Some(server_loss::write(results, &expected.curves, &expected.participation, dir)?),
+        Some(other) => bail!("expected.toml: section = `{other}` is not known; the known section is `server-loss`"),
+    };
+    if let Some(s) = &section {
+        checks.extend(s.checks.iter().cloned());
+        figures.extend(s.figures.iter().cloned());
+    }
 
     let mut summary = heading;
     if !results.missing.is_empty() {
@@ -322,6 +333,9 @@ fn write_report(
             );
         }
         summary.push('\n');
+    }
+    if let Some(s) = &section {
+        summary.push_str(&s.markdown);
     }
     summary.push_str(&report::render_verdicts("Checks", &checks));
     summary.push('\n');

@@ -26,6 +26,15 @@ use super::outcome::Outcome;
 #[serde(deny_unknown_fields)]
 pub struct Expected {
     pub tables: Vec<PaperTable>,
+    /// A section of the report particular to the paper: `"server-loss"` (see `server_loss`).
+    #[serde(default)]
+    pub section: Option<String>,
+    /// Published per-round values of a run's server loss.
+    #[serde(default)]
+    pub curves: Vec<super::server_loss::ReferenceCurve>,
+    /// Published participation counts.
+    #[serde(default)]
+    pub participation: Vec<super::server_loss::ReferenceParticipation>,
 }
 
 #[derive(Debug, Deserialize)]
