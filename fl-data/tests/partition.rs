@@ -340,3 +340,46 @@ fn a_recorded_draw_that_does_not_fit_is_a_clear_error() {
     let err = build_partitioner("dirichlet", "counts = [[[0, 40], [0, 5]]]").err().unwrap().to_string();
     assert!(err.contains("`partition.counts[0]`: label 0 is listed twice"), "{err}");
 }
+
+/// A digest of whole partitions, order included (client, position and index all count).
+fn digest(parts: &[Vec<i64>]) -> u64 {
+    parts
+        .iter()
+        .enumerate()
+        .flat_map(|(j, p)| p.iter().enumerate().map(move |(i, &x)| (j as u64 + 1) * (i as u64 + 1) * (x as u64 + 3)))
+        .fold(0u64, |a, b| a.wrapping_mul(1_000_003).wrapping_add(b))
+}
+
+#[test]
+fn dirichlet_default_draws_are_pinned() {
+    // Sizes and digests recorded with the code of commit 925d7ce: committed reproduction
+    // results were partitioned by these draws, so a change to the draw must be deliberate.
+    let labels: Vec<i64> = (0..997).map(|i| (i * 7 + i / 13) % 10).collect();
+    let counts = "counts = [[[0, 40], [1, 3]], [[1, 60], [2, 7], [0, 1]], \
+                  [[2, 50], [3, 90], [4, 1], [5, 1], [6, 1], [7, 1], [8, 1], [9, 1]]]\nmin_samples = 0";
+    let cases: [(&str, usize, u64, &[usize], u64); 5] = [
+        ("", 8, 42, &[106, 133, 154, 187, 126, 126, 78, 87], 16916682301727100255),
+        (
+            "alpha = 0.1\ncap = \"none\"\nmin_samples = 0",
+            13,
+            7,
+            &[43, 13, 118, 78, 30, 11, 86, 98, 99, 138, 139, 19, 125],
+            1781108489041391158,
+        ),
+        (
+            "alpha = 0.05\nmin_samples = 20",
+            10,
+            3,
+            &[138, 113, 75, 72, 101, 167, 61, 42, 128, 100],
+            16159208702302794327,
+        ),
+        ("alpha = 0.3\nlocal_train_share = 0.84", 6, 11, &[185, 173, 114, 84, 137, 141], 7259571657360761627),
+        (counts, 3, 5, &[109, 104, 784], 15659785117046758365),
+    ];
+    for (table, clients, seed, sizes, expected) in cases {
+        let parts =
+            build_partitioner("dirichlet", table).unwrap().partition(&labels, 10, clients, &mut rng(seed)).unwrap();
+        assert_eq!(parts.iter().map(Vec::len).collect::<Vec<_>>(), sizes, "{table}");
+        assert_eq!(digest(&parts), expected, "{table}");
+    }
+}
