@@ -1,7 +1,7 @@
 //! Properties of the partitioners on random label vectors: every sample goes to exactly one
 //! client, the same seed gives the same split, and each scheme's own promise holds (even
 //! sizes, the Dirichlet limit α → ∞, label-aligned shards, the even-share cap, min_samples,
-//! the local train share, a recorded draw replayed).
+//! the local train share, a recorded draw replayed, asyncnc's floor-and-drop remainder).
 
 mod common;
 
@@ -11,6 +11,8 @@ use fl_core::rng::{Rng, stream};
 use fl_data::partition::Cap;
 use fl_data::{Dirichlet, DirichletConfig, Iid, Shards, ShardsConfig};
 use proptest::prelude::*;
+use rand::seq::SliceRandom;
+use rand_distr::{Distribution, Gamma};
 
 fn rng(seed: u64) -> Rng {
     stream(seed, &[fl_core::rng::tag::PARTITION])
@@ -30,6 +32,29 @@ fn assert_exact_cover(parts: &[Vec<i64>], n: usize, clients: usize) {
     let mut all: Vec<i64> = parts.iter().flatten().copied().collect();
     all.sort_unstable();
     assert_eq!(all, (0..n as i64).collect::<Vec<_>>(), "not every sample assigned exactly once");
+}
+
+/// `dirichlet` with `remainder = "drop"`, built from its TOML table as an experiment builds it.
+fn dirichlet_drop(alpha: f64, min_samples: usize, cap: &str) -> Box<dyn Partitioner> {
+    let table = format!("alpha = {alpha:?}\nmin_samples = {min_samples}\ncap = \"{cap}\"\nremainder = \"drop\"");
+    build_partitioner("dirichlet", &table).unwrap()
+}
+
+/// Asserts what `remainder = "drop"` promises: `clients` lists, no index twice, and per class k
+/// fewer than one sample per client left over (each client's ⌊p_j · n_k⌋ falls short of
+/// p_j · n_k by less than one): n_k − clients < assigned_k ≤ n_k. Returns the number dropped.
+fn assert_drop_invariants(parts: &[Vec<i64>], labels: &[i64], classes: usize, clients: usize) -> usize {
+    assert_eq!(parts.len(), clients);
+    let mut all: Vec<i64> = parts.iter().flatten().copied().collect();
+    all.sort_unstable();
+    assert!(all.windows(2).all(|w| w[0] < w[1]), "an index is given twice");
+    assert!(all.iter().all(|&i| (0..labels.len() as i64).contains(&i)), "an index is out of range");
+    let assigned = histograms(&[all], labels, classes).remove(0);
+    let global = histograms(&[(0..labels.len() as i64).collect()], labels, classes).remove(0);
+    for (k, (&a, &nk)) in assigned.iter().zip(&global).enumerate() {
+        assert!(a <= nk && nk - a < clients, "class {k}: {a} of {nk} assigned among {clients} clients");
+    }
+    labels.len() - assigned.iter().sum::<usize>()
 }
 
 /// `hist[client][class]`.
@@ -203,6 +228,31 @@ proptest! {
         }
     }
 
+    /// `remainder = "drop"` on random labels: no sample twice, per class fewer than one sample
+    /// per client dropped, `min_samples` met (or the draws exhausted, an error value), and the
+    /// same seed gives the same lists in the same order.
+    #[test]
+    fn dirichlet_drop_floors_each_share_and_drops_less_than_one_sample_per_client_per_class(
+        (labels, classes) in labels_strategy(),
+        clients in 1usize..25,
+        log_alpha in -2.0f64..2.0,
+        min_samples in 0usize..4,
+        even_share in any::<bool>(),
+        seed in any::<u64>(),
+    ) {
+        prop_assume!(clients * min_samples <= labels.len());
+        let p = dirichlet_drop(10f64.powf(log_alpha), min_samples, if even_share { "even-share" } else { "none" });
+        match p.partition(&labels, classes as i64, clients, &mut rng(seed)) {
+            Ok(parts) => {
+                assert_drop_invariants(&parts, &labels, classes, clients);
+                prop_assert!(parts.iter().all(|p| p.len() >= min_samples));
+                let again = p.partition(&labels, classes as i64, clients, &mut rng(seed)).unwrap();
+                prop_assert_eq!(&parts, &again);
+            }
+            Err(e) => prop_assert!(min_samples > 0 && e.to_string().contains("after 1000 draws"), "{e}"),
+        }
+    }
+
     /// When every class fills a whole number of shards, each shard holds one label, so a client
     /// sees at most `shards_per_client` labels, and holds exactly that many shards' samples.
     #[test]
@@ -339,4 +389,173 @@ fn a_recorded_draw_that_does_not_fit_is_a_clear_error() {
     assert!(err.contains("`partition.counts[0]`: client 0 holds 9 samples, fewer than min_samples = 10"), "{err}");
     let err = build_partitioner("dirichlet", "counts = [[[0, 40], [0, 5]]]").err().unwrap().to_string();
     assert!(err.contains("`partition.counts[0]`: label 0 is listed twice"), "{err}");
+}
+
+/// A digest of whole partitions, order included (client, position and index all count).
+fn digest(parts: &[Vec<i64>]) -> u64 {
+    parts
+        .iter()
+        .enumerate()
+        .flat_map(|(j, p)| p.iter().enumerate().map(move |(i, &x)| (j as u64 + 1) * (i as u64 + 1) * (x as u64 + 3)))
+        .fold(0u64, |a, b| a.wrapping_mul(1_000_003).wrapping_add(b))
+}
+
+#[test]
+fn dirichlet_default_draws_are_unchanged_by_the_remainder_option() {
+    // Sizes and digests recorded with the code of commit 925d7ce, before `remainder` existed:
+    // committed reproduction results were partitioned by these draws.
+    let labels: Vec<i64> = (0..997).map(|i| (i * 7 + i / 13) % 10).collect();
+    let counts = "counts = [[[0, 40], [1, 3]], [[1, 60], [2, 7], [0, 1]], \
+                  [[2, 50], [3, 90], [4, 1], [5, 1], [6, 1], [7, 1], [8, 1], [9, 1]]]\nmin_samples = 0";
+    let cases: [(&str, usize, u64, &[usize], u64); 5] = [
+        ("", 8, 42, &[106, 133, 154, 187, 126, 126, 78, 87], 16916682301727100255),
+        (
+            "alpha = 0.1\ncap = \"none\"\nmin_samples = 0",
+            13,
+            7,
+            &[43, 13, 118, 78, 30, 11, 86, 98, 99, 138, 139, 19, 125],
+            1781108489041391158,
+        ),
+        (
+            "alpha = 0.05\nmin_samples = 20",
+            10,
+            3,
+            &[138, 113, 75, 72, 101, 167, 61, 42, 128, 100],
+            16159208702302794327,
+        ),
+        ("alpha = 0.3\nlocal_train_share = 0.84", 6, 11, &[185, 173, 114, 84, 137, 141], 7259571657360761627),
+        (counts, 3, 5, &[109, 104, 784], 15659785117046758365),
+    ];
+    for (table, clients, seed, sizes, expected) in cases {
+        for table in [table.to_string(), format!("{table}\nremainder = \"assign\"")] {
+            let parts = build_partitioner("dirichlet", &table)
+                .unwrap()
+                .partition(&labels, 10, clients, &mut rng(seed))
+                .unwrap();
+            assert_eq!(parts.iter().map(Vec::len).collect::<Vec<_>>(), sizes, "{table}");
+            assert_eq!(digest(&parts), expected, "{table}");
+        }
+    }
+}
+
+#[test]
+fn dirichlet_drop_gives_each_client_the_floor_of_its_share_of_each_class() {
+    // The asyncnc procedure written out independently, on the same random stream: per class
+    // (in label order, empty classes skipped as the partitioner does), shuffle the class's
+    // indices, draw p ~ Dir(α·1_C) as normalised Gamma(α, 1) draws, give client i the next
+    // ⌊p_i · n_k⌋ indices, client 0 first; drop the rest. One draw (min_samples = 0, no cap).
+    let (classes, clients, alpha) = (7usize, 9usize, 0.4);
+    let labels: Vec<i64> = (0..1500).map(|i| ((i * 11 + i / 7) % classes) as i64).collect();
+    let mut r = rng(8);
+    let gamma = Gamma::new(alpha, 1.0).unwrap();
+    let mut expected: Vec<Vec<i64>> = vec![Vec::new(); clients];
+    let mut dropped = 0;
+    for k in 0..classes as i64 {
+        let mut idx: Vec<i64> = (0..labels.len() as i64).filter(|&i| labels[i as usize] == k).collect();
+        idx.shuffle(&mut r);
+        let g: Vec<f64> = (0..clients).map(|_| gamma.sample(&mut r)).collect();
+        let total: f64 = g.iter().sum();
+        assert!(total > 0.0, "α = {alpha} does not underflow");
+        let counts: Vec<usize> = g.iter().map(|gi| (gi / total * idx.len() as f64).floor() as usize).collect();
+        let mut rest = idx.as_slice();
+        for (part, &c) in expected.iter_mut().zip(&counts) {
+            let (mine, next) = rest.split_at(c);
+            part.extend_from_slice(mine);
+            rest = next;
+        }
+        dropped += rest.len();
+    }
+    let parts = dirichlet_drop(alpha, 0, "none").partition(&labels, classes as i64, clients, &mut rng(8)).unwrap();
+    assert_eq!(assert_drop_invariants(&parts, &labels, classes, clients), dropped);
+    assert!(dropped > 0, "this draw leaves something over");
+    for (j, (got, want)) in parts.iter().zip(&expected).enumerate() {
+        let (mut got, mut want) = (got.clone(), want.clone());
+        got.sort_unstable();
+        want.sort_unstable();
+        assert_eq!(got, want, "client {j}");
+    }
+}
+
+#[test]
+fn dirichlet_drop_with_a_flat_alpha_drops_a_third_by_hand() {
+    // α = 10⁶: sd(p_j) = √((1/3)(2/3)/(3·10⁶ + 1)) ≈ 2.7e-4, so 10 · p_j = 3.33 ± 0.01 and
+    // ⌊10 · p_j⌋ = 3: each of 3 clients takes 3 of each 10-sample class, 1 per class is dropped.
+    // Assigning the remainder instead gives the last client 4 of each class.
+    let labels: Vec<i64> = (0..30).map(|i| i % 3).collect();
+    let parts = dirichlet_drop(1e6, 0, "none").partition(&labels, 3, 3, &mut rng(2)).unwrap();
+    assert_eq!(assert_drop_invariants(&parts, &labels, 3, 3), 3);
+    assert_eq!(histograms(&parts, &labels, 3), vec![vec![3, 3, 3]; 3]);
+    let assign = dirichlet(1e6, 0, Cap::None).partition(&labels, 3, 3, &mut rng(2)).unwrap();
+    assert_eq!(histograms(&assign, &labels, 3), vec![vec![3, 3, 3], vec![3, 3, 3], vec![4, 4, 4]]);
+}
+
+#[test]
+fn dirichlet_drop_shuffles_each_clients_list() {
+    // asyncnc shuffles each client's list at the end. A sorted list of m distinct indices
+    // comes out of a uniform shuffle with probability 1/m!; every client here holds dozens.
+    let labels: Vec<i64> = (0..2000).map(|i| i % 10).collect();
+    let parts = dirichlet_drop(5.0, 20, "none").partition(&labels, 10, 5, &mut rng(6)).unwrap();
+    assert_drop_invariants(&parts, &labels, 10, 5);
+    for (j, p) in parts.iter().enumerate() {
+        assert!(p.len() >= 20 && !p.windows(2).all(|w| w[0] < w[1]), "client {j}'s list is sorted: {p:?}");
+    }
+}
+
+#[test]
+fn dirichlet_drop_keeps_min_samples_and_can_leave_a_client_empty_without_it() {
+    // 1,000 samples, 20 clients, α = 0.1: a client needs p_j ≥ 1 / n_k = 0.01 to get a sample
+    // of a class, which Dir(0.1) gives only a few clients per class, so without a minimum some
+    // seeds leave a client empty (the simulation would refuse that partition). With
+    // min_samples = 5 the redraws give every client at least 5.
+    let labels: Vec<i64> = (0..1000).map(|i| i % 10).collect();
+    let mut empty = 0;
+    for seed in 0..10 {
+        let parts = dirichlet_drop(0.1, 0, "none").partition(&labels, 10, 20, &mut rng(seed)).unwrap();
+        assert_drop_invariants(&parts, &labels, 10, 20);
+        empty += parts.iter().filter(|p| p.is_empty()).count();
+        let parts = dirichlet_drop(0.1, 5, "none").partition(&labels, 10, 20, &mut rng(seed)).unwrap();
+        assert_drop_invariants(&parts, &labels, 10, 20);
+        assert!(
+            parts.iter().all(|p| p.len() >= 5),
+            "seed {seed}: {:?}",
+            parts.iter().map(Vec::len).collect::<Vec<_>>()
+        );
+    }
+    assert!(empty > 0, "no seed left a client empty");
+}
+
+#[test]
+fn dirichlet_drop_composes_with_the_cap_and_the_local_train_share() {
+    let labels: Vec<i64> = (0..1200).map(|i| (i * 3 + i / 5) % 6).collect();
+    let table = "alpha = 0.3\nmin_samples = 10\nremainder = \"drop\"";
+    let whole = build_partitioner("dirichlet", table).unwrap().partition(&labels, 6, 8, &mut rng(9)).unwrap();
+    assert_drop_invariants(&whole, &labels, 6, 8);
+    let local = build_partitioner("dirichlet", &format!("{table}\nlocal_train_share = 0.5"))
+        .unwrap()
+        .partition(&labels, 6, 8, &mut rng(9))
+        .unwrap();
+    for (w, l) in whole.iter().zip(&local) {
+        let mut w = w.clone();
+        w.sort_unstable();
+        assert_eq!(l.len(), w.len() / 2);
+        assert!(l.iter().all(|i| w.binary_search(i).is_ok()), "a kept sample was not the client's");
+    }
+}
+
+#[test]
+fn dirichlet_drop_replays_a_recorded_draw_flooring_the_proportions() {
+    // Recorded totals per label: 20, 20, 20; the pool has 10 of each. Label 0: 15 · 10/20 = 7.5
+    // and 5 · 10/20 = 2.5 floor to 7 and 2, one dropped; label 1: 10 to client 1; label 2:
+    // 0.5 and 9.5 floor to 0 and 9, one dropped.
+    let labels: Vec<i64> = (0..30).map(|i| i % 3).collect();
+    let table = "counts = [[[0, 15], [2, 1]], [[1, 20], [0, 5]], [[2, 19]]]\nmin_samples = 0\nremainder = \"drop\"";
+    let parts = build_partitioner("dirichlet", table).unwrap().partition(&labels, 3, 3, &mut rng(4)).unwrap();
+    assert_eq!(assert_drop_invariants(&parts, &labels, 3, 3), 2);
+    assert_eq!(histograms(&parts, &labels, 3), vec![vec![7, 0, 0], vec![2, 10, 0], vec![0, 0, 9]]);
+}
+
+#[test]
+fn an_unknown_remainder_is_a_config_error_listing_the_values() {
+    let err = build_partitioner("dirichlet", "remainder = \"keep\"").err().unwrap().to_string();
+    assert!(err.contains("partition.remainder") && err.contains("`assign`") && err.contains("`drop`"), "{err}");
 }

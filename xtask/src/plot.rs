@@ -1,8 +1,12 @@
-//! PNG line plots for report figures (accuracy and test loss against rounds, several curves per panel).
+//! PNG plots for report figures: line panels (accuracy and test loss against rounds, several curves per panel,
+//! either axis linear or base-10 logarithmic) and bar panels (one bar per category, e.g. how often each client
+//! took part).
 //!
 //! Drawn with `plotters`' bitmap backend and an embedded font (Ubuntu Light from `epaint_default_fonts`)
 //! rendered through `ab_glyph`, so figures come out the same on a bare CI machine with no fonts, fontconfig
-//! or freetype installed. Non-finite points break a curve instead of breaking the plot.
+//! or freetype installed. A point that cannot be placed (a non-finite value, or a value ≤ 0 on a log axis)
+//! breaks its curve instead of breaking the plot; a panel with no point to place is drawn empty, on a 1 to 10
+//! decade where an axis is logarithmic.
 
 use std::ops::Range;
 use std::path::Path;
@@ -10,7 +14,10 @@ use std::sync::OnceLock;
 
 use anyhow::{Context, Result, anyhow, ensure};
 use plotters::coord::Shift;
+use plotters::coord::combinators::BindKeyPoints;
+use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 /// One curve: its legend label and its `(x, y)` points in drawing order.
 pub struct Series {
@@ -18,12 +25,31 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
 }
 
-/// One chart with its own axes and legend.
+/// One chart with its own axes: curves with a legend, or, when `bars` is set, a bar chart.
+///
+/// Build it with the fields that matter and `..Panel::default()` for the rest: linear axes, no bars.
+#[derive(Default)]
 pub struct Panel {
     pub title: String,
     pub x_label: String,
     pub y_label: String,
     pub series: Vec<Series>,
+    /// A base-10 logarithmic x axis; points with x ≤ 0 are left out and break their curve.
+    pub x_log: bool,
+    /// A base-10 logarithmic y axis; points with y ≤ 0 are left out and break their curve.
+    pub y_log: bool,
+    /// A bar chart instead of curves: one bar per `(label, value)`, in this order, labelled along the x axis
+    /// and with its value above it. Such a panel has no `series` and linear axes (bars start at zero); a
+    /// non-finite value leaves its slot empty.
+    pub bars: Option<Vec<(String, f64)>>,
+}
+
+impl Panel {
+    /// Whether a point can be drawn on this panel's axes: finite, and positive on a log axis.
+    fn places(&self, (x, y): (f64, f64)) -> bool {
+        let fits = |v: f64, log: bool| v.is_finite() && (!log || v > 0.0);
+        fits(x, self.x_log) && fits(y, self.y_log)
+    }
 }
 
 const PANEL_SIZE: (u32, u32) = (800, 500);
@@ -82,20 +108,59 @@ fn register_font() -> Result<()> {
 }
 
 fn draw_panel(area: &DrawingArea<BitMapBackend<'_>, Shift>, panel: &Panel) -> Result<()> {
-    let finite: Vec<(f64, f64)> =
-        panel.series.iter().flat_map(|s| &s.points).copied().filter(|(x, y)| x.is_finite() && y.is_finite()).collect();
-    let x_range = axis_range(finite.iter().map(|p| p.0), 0.0);
-    let y_range = axis_range(finite.iter().map(|p| p.1), 0.05);
+    match &panel.bars {
+        Some(bars) => draw_bars(area, panel, bars),
+        None => draw_lines(area, panel),
+    }
+}
 
-    let mut chart = ChartBuilder::on(area)
-        .caption(&panel.title, (FONT, 22))
-        .margin(16)
-        .x_label_area_size(56)
-        .y_label_area_size(64)
-        .build_cartesian_2d(x_range.clone(), y_range.clone())?;
-    chart
-        .configure_mesh()
-        .x_desc(&panel.x_label)
+/// The chart frame every panel shares: caption, margins and label areas.
+fn frame<'a, 'b>(
+    area: &'a DrawingArea<BitMapBackend<'b>, Shift>,
+    title: &str,
+) -> ChartBuilder<'a, 'b, BitMapBackend<'b>> {
+    let mut builder = ChartBuilder::on(area);
+    builder.caption(title, (FONT, 22)).margin(16).x_label_area_size(56).y_label_area_size(64);
+    builder
+}
+
+/// Picks the coordinate types for the panel's axis scales; the drawing is the same for all four.
+fn draw_lines(area: &DrawingArea<BitMapBackend<'_>, Shift>, panel: &Panel) -> Result<()> {
+    let placeable: Vec<(f64, f64)> =
+        panel.series.iter().flat_map(|s| &s.points).copied().filter(|&p| panel.places(p)).collect();
+    let x_range = axis_range_on(placeable.iter().map(|p| p.0), 0.0, panel.x_log);
+    let y_range = axis_range_on(placeable.iter().map(|p| p.1), 0.05, panel.y_log);
+    // The legend avoids the crowded quarter as it looks on the page, that is in log units on a log axis.
+    let to_axis = |v: f64, log: bool| if log { v.log10() } else { v };
+    let on_page = |r: &Range<f64>, log: bool| to_axis(r.start, log)..to_axis(r.end, log);
+    let page_points: Vec<(f64, f64)> =
+        placeable.iter().map(|&(x, y)| (to_axis(x, panel.x_log), to_axis(y, panel.y_log))).collect();
+    let legend = legend_corner(&page_points, &on_page(&x_range, panel.x_log), &on_page(&y_range, panel.y_log));
+    match (panel.x_log, panel.y_log) {
+        (false, false) => draw_curves(area, panel, x_range, y_range, legend),
+        (true, false) => draw_curves(area, panel, x_range.log_scale(), y_range, legend),
+        (false, true) => draw_curves(area, panel, x_range, y_range.log_scale(), legend),
+        (true, true) => draw_curves(area, panel, x_range.log_scale(), y_range.log_scale(), legend),
+    }
+}
+
+/// The mesh, the curves (broken where a point cannot be placed) and the legend, on axes of any scale.
+fn draw_curves<X, Y>(
+    area: &DrawingArea<BitMapBackend<'_>, Shift>,
+    panel: &Panel,
+    x: X,
+    y: Y,
+    legend: SeriesLabelPosition,
+) -> Result<()>
+where
+    X: AsRangedCoord<Value = f64>,
+    Y: AsRangedCoord<Value = f64>,
+    X::CoordDescType: ValueFormatter<f64>,
+    Y::CoordDescType: ValueFormatter<f64>,
+{
+    let mut chart = frame(area, &panel.title).build_cartesian_2d(x, y)?;
+    let mut mesh = chart.configure_mesh();
+    mesh.x_desc(&panel.x_label)
         .y_desc(&panel.y_label)
         .label_style((FONT, 16))
         .axis_desc_style((FONT, 18))
@@ -103,13 +168,18 @@ fn draw_panel(area: &DrawingArea<BitMapBackend<'_>, Shift>, panel: &Panel) -> Re
         .light_line_style(RGBColor(242, 242, 242))
         .x_labels(8)
         .x_label_formatter(&tick_label)
-        .y_labels(8)
-        .draw()?;
+        .y_labels(8);
+    // A log axis steps its ticks by repeated multiplication, so they carry rounding noise (0.010000000000000002)
+    // that the default `Debug` formatting would print. A linear y axis keeps plotters' own labels.
+    if panel.y_log {
+        mesh.y_label_formatter(&tick_label);
+    }
+    mesh.draw()?;
 
     for (series, &color) in panel.series.iter().zip(PALETTE.iter().cycle()) {
         let style = color.stroke_width(2);
-        let mut segments = segments(&series.points).into_iter();
-        // The first segment (possibly empty) carries the legend entry, so a series with no finite point
+        let mut segments = segments(&series.points, |p| panel.places(p)).into_iter();
+        // The first segment (possibly empty) carries the legend entry, so a series with no placeable point
         // is still listed.
         let first = segments.next().unwrap_or_default();
         chart
@@ -123,11 +193,59 @@ fn draw_panel(area: &DrawingArea<BitMapBackend<'_>, Shift>, panel: &Panel) -> Re
 
     chart
         .configure_series_labels()
-        .position(legend_corner(&finite, &x_range, &y_range))
+        .position(legend)
         .label_font((FONT, 16))
         .background_style(WHITE)
         .border_style(RGBColor(160, 160, 160))
         .draw()?;
+    Ok(())
+}
+
+/// One bar per category, each labelled with its value. Bar i spans [2i, 2i + 2] of a whole-number x axis, so
+/// that its centre 2i + 1, where its tick and category label go, is a whole number too; every k-th bar gets a
+/// tick when there are more than 20, so that labels do not collide.
+fn draw_bars(area: &DrawingArea<BitMapBackend<'_>, Shift>, panel: &Panel, bars: &[(String, f64)]) -> Result<()> {
+    ensure!(panel.series.is_empty(), "a bar panel draws no curves, but it has {} series", panel.series.len());
+    ensure!(!panel.x_log, "a bar panel's x axis lists categories; it cannot be logarithmic");
+    ensure!(!panel.y_log, "a bar panel needs a linear y axis: bars start at zero");
+    // Zero is always in view, since the bars grow from it; the padding leaves room for the value labels, and
+    // a chart with no bar above or below zero shows 0..1.
+    let finite = bars.iter().map(|b| b.1).filter(|v| v.is_finite());
+    let (lo, hi) = finite.fold((0.0f64, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    let pad = if hi > lo { (hi - lo) * 0.08 } else { 1.0 };
+    let bottom = if lo < 0.0 { lo - pad } else { 0.0 };
+    let top = if hi > 0.0 || lo == 0.0 { hi + pad } else { 0.0 };
+    let step = bars.len().div_ceil(20).max(1);
+    let ticks: Vec<usize> = (0..bars.len()).step_by(step).map(|i| 2 * i + 1).collect();
+    let x = (0..2 * bars.len().max(1)).with_key_points(ticks);
+    let mut chart = frame(area, &panel.title).build_cartesian_2d(x, bottom..top)?;
+    let category = |x: &usize| bars.get(x / 2).filter(|_| x % 2 == 1).map_or_else(String::new, |b| b.0.clone());
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_desc(&panel.x_label)
+        .y_desc(&panel.y_label)
+        .label_style((FONT, 16))
+        .axis_desc_style((FONT, 18))
+        .bold_line_style(RGBColor(220, 220, 220))
+        .light_line_style(RGBColor(242, 242, 242))
+        .x_label_formatter(&category)
+        .y_labels(8)
+        .y_label_formatter(&tick_label)
+        .draw()?;
+
+    let color = PALETTE[0];
+    let drawn = || bars.iter().enumerate().filter(|(_, (_, v))| v.is_finite()).map(|(i, &(_, v))| (2 * i, v));
+    chart.draw_series(drawn().map(|(x, v)| {
+        let mut bar = Rectangle::new([(x, 0.0), (x + 2, v)], color.filled());
+        bar.set_margin(0, 0, 6, 6);
+        bar
+    }))?;
+    chart.draw_series(drawn().map(|(x, v)| {
+        // Above a bar that rises, below one that falls.
+        let anchor = Pos::new(HPos::Center, if v < 0.0 { VPos::Top } else { VPos::Bottom });
+        Text::new(tick_label(&v), (x + 1, v), (FONT, 14).into_font().color(&BLACK).pos(anchor))
+    }))?;
     Ok(())
 }
 
@@ -144,9 +262,26 @@ fn line<DB: DrawingBackend>(points: Vec<(f64, f64)>, style: ShapeStyle) -> LineS
     LineSeries::new(points, style).point_size(dot)
 }
 
-/// Splits a curve into runs of finite points, so a NaN or infinite value leaves a gap.
-fn segments(points: &[(f64, f64)]) -> Vec<Vec<(f64, f64)>> {
-    points.split(|(x, y)| !(x.is_finite() && y.is_finite())).filter(|run| !run.is_empty()).map(<[_]>::to_vec).collect()
+/// Splits a curve into runs of points that `places` accepts, so a point off the axes leaves a gap.
+fn segments(points: &[(f64, f64)], places: impl Fn((f64, f64)) -> bool) -> Vec<Vec<(f64, f64)>> {
+    points.split(|&p| !places(p)).filter(|run| !run.is_empty()).map(<[_]>::to_vec).collect()
+}
+
+/// [`axis_range`] on a linear axis; on a log axis the same in decades (the padding a share of the decades
+/// spanned, `1..10` when there is no value), widened to whole decades when it would hold fewer than two
+/// powers of ten, since a log axis has its ticks and labels at powers of ten.
+fn axis_range_on(values: impl Iterator<Item = f64>, pad: f64, log: bool) -> Range<f64> {
+    if !log {
+        return axis_range(values, pad);
+    }
+    let Range { start: mut lo, end: mut hi } = axis_range(values.filter(|&v| v > 0.0).map(f64::log10), pad);
+    if hi.floor() - lo.ceil() < 1.0 {
+        (lo, hi) = (lo.floor(), hi.ceil());
+    }
+    // plotters finds the first tick as 10^⌈ln(start) / ln(10)⌉, and ln(0.1) / ln(10) rounds to just above −1:
+    // a hair of slack on each side keeps a power of ten that ends the range from losing its tick.
+    const SLACK: f64 = 1e-9;
+    10f64.powf(lo - SLACK)..10f64.powf(hi + SLACK)
 }
 
 /// The range spanned by finite values, widened by `pad` of its width on each side; `0..1` when there are
@@ -184,6 +319,9 @@ fn legend_corner(points: &[(f64, f64)], x: &Range<f64>, y: &Range<f64>) -> Serie
 
 #[cfg(test)]
 mod tests {
+    use plotters::coord::combinators::LogCoord;
+    use plotters::coord::ranged1d::Ranged as _;
+
     use super::*;
 
     fn curve(label: &str, f: impl Fn(f64) -> f64) -> Series {
@@ -204,6 +342,7 @@ mod tests {
                     curve("FedProx (μ = 0.01)", |r| 0.93 - 0.6 * (-r / 15.0).exp()),
                     curve("FedBuff", |r| 0.90 - 0.55 * (-r / 9.0).exp()),
                 ],
+                ..Panel::default()
             },
             Panel {
                 title: "Test loss".to_string(),
@@ -214,6 +353,7 @@ mod tests {
                     curve("FedProx (μ = 0.01)", |r| 0.25 + 2.0 * (-r / 15.0).exp()),
                     curve("FedBuff", |r| 0.3 + 1.9 * (-r / 9.0).exp()),
                 ],
+                ..Panel::default()
             },
         ]
     }
@@ -252,6 +392,7 @@ mod tests {
             x_label: "Round".to_string(),
             y_label: "Loss".to_string(),
             series: vec![Series { label: "all NaN".to_string(), points: vec![(0.0, f64::NAN), (1.0, f64::NAN)] }],
+            ..Panel::default()
         };
         write_png(&path, &[empty("a"), empty("b"), empty("c")]).unwrap();
         assert_eq!(png_size(&std::fs::read(&path).unwrap()), (1600, 1000));
@@ -271,7 +412,7 @@ mod tests {
         assert_eq!(axis_range([2.0].into_iter(), 0.05), 1.5..2.5);
         assert_eq!(axis_range([0.0, 10.0].into_iter(), 0.1), -1.0..11.0);
         let points = [(0.0, 1.0), (1.0, f64::NAN), (2.0, 3.0), (3.0, f64::INFINITY), (4.0, f64::NAN)];
-        assert_eq!(segments(&points), vec![vec![(0.0, 1.0)], vec![(2.0, 3.0)]]);
+        assert_eq!(segments(&points, |p| Panel::default().places(p)), vec![vec![(0.0, 1.0)], vec![(2.0, 3.0)]]);
     }
 
     #[test]
@@ -279,5 +420,140 @@ mod tests {
         assert_eq!(tick_label(&10.0), "10");
         assert_eq!(tick_label(&0.25), "0.25");
         assert_eq!(tick_label(&-1e-17), "0");
+    }
+    /// The asyncnc figures' shapes: server loss against rounds 1..1000 falling from 1.3 to 0.002 on log-log axes,
+    /// with a non-positive point (round 0, and a zero loss) that each break the curve.
+    fn log_log_panel() -> Panel {
+        let loss = |r: f64| 0.002 + 1.3 * (-r / 40.0).exp();
+        let mut server =
+            Series { label: "server".into(), points: (0..=1000).map(|r| (f64::from(r), loss(f64::from(r)))).collect() };
+        server.points[500].1 = 0.0;
+        Panel {
+            title: "Server loss".into(),
+            x_label: "round".into(),
+            y_label: "loss".into(),
+            series: vec![
+                server,
+                Series {
+                    label: "slower".into(),
+                    points: (1..=1000).map(|r| (f64::from(r), loss(f64::from(r) / 3.0))).collect(),
+                },
+            ],
+            x_log: true,
+            y_log: true,
+            ..Panel::default()
+        }
+    }
+
+    fn participation_panel() -> Panel {
+        let counts = [412.0, 388.0, 401.0, 95.0, 377.0, 420.0, 0.0, 399.0, 406.0, 380.0];
+        Panel {
+            title: "Participation".into(),
+            x_label: "client".into(),
+            y_label: "updates aggregated".into(),
+            bars: Some(counts.iter().enumerate().map(|(i, &c)| (i.to_string(), c)).collect()),
+            ..Panel::default()
+        }
+    }
+
+    #[test]
+    fn writes_log_log_and_bar_panels() {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, panel) in [("log-log.png", log_log_panel()), ("bars.png", participation_panel())] {
+            let path = dir.path().join(name);
+            write_png(&path, &[panel]).unwrap();
+            let bytes = std::fs::read(&path).unwrap();
+            assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"), "{name}");
+            assert_eq!(png_size(&bytes), PANEL_SIZE, "{name}");
+            // Curves or bars with text compress to over 10 kB; a blank canvas is well under.
+            assert!((10_000..2_000_000).contains(&bytes.len()), "{name}: {} bytes", bytes.len());
+        }
+        let path = dir.path().join("side-by-side.png");
+        write_png(&path, &[log_log_panel(), participation_panel()]).unwrap();
+        assert_eq!(png_size(&std::fs::read(&path).unwrap()), (1600, 500));
+    }
+
+    /// A log axis with nothing positive to place draws an empty panel over one decade, as all-NaN data does on
+    /// linear axes: a run that diverged or has not started still gets its figure, and its legend entry.
+    #[test]
+    fn a_log_axis_without_positive_values_draws_an_empty_panel() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("empty-log.png");
+        let panel = Panel {
+            title: "Server loss".into(),
+            series: vec![Series { label: "zero".into(), points: vec![(0.0, 0.0), (1.0, -1.0), (2.0, f64::NAN)] }],
+            x_log: true,
+            y_log: true,
+            ..Panel::default()
+        };
+        write_png(&path, &[panel]).unwrap();
+        assert_eq!(png_size(&std::fs::read(&path).unwrap()), PANEL_SIZE);
+        let r = axis_range_on([0.0, -1.0].into_iter(), 0.05, true);
+        assert!((r.start - 1.0).abs() < 1e-6 && (r.end - 10.0).abs() < 1e-6, "{r:?}");
+    }
+
+    #[test]
+    fn log_ranges_pad_in_decades_and_hold_two_powers_of_ten() {
+        let close =
+            |r: Range<f64>, lo: f64, hi: f64| (r.start / lo - 1.0).abs() < 1e-6 && (r.end / hi - 1.0).abs() < 1e-6;
+        // Rounds 1..1000, no padding: exactly three decades.
+        assert!(close(axis_range_on([1.0, 10.0, 1000.0].into_iter(), 0.0, true), 1.0, 1000.0));
+        // Losses 0.002..1.3 span 2.81 decades; 5 % of that on each side.
+        let (lo, hi) = (0.002f64.log10(), 1.3f64.log10());
+        let pad = (hi - lo) * 0.05;
+        let r = axis_range_on([1.3, 0.0, 0.002, -4.0].into_iter(), 0.05, true);
+        assert!(close(r, 10f64.powf(lo - pad), 10f64.powf(hi + pad)));
+        // Within one decade, or a single value: widened to the decades around it.
+        assert!(close(axis_range_on([0.3, 0.9].into_iter(), 0.05, true), 0.1, 1.0));
+        assert!(close(axis_range_on([2.0].into_iter(), 0.0, true), 0.1, 10.0));
+        // A linear axis is `axis_range`.
+        assert_eq!(axis_range_on([0.0, 10.0].into_iter(), 0.1, false), -1.0..11.0);
+        // Powers of ten that end a range keep their ticks (8 labels asked for, as `draw_curves` does).
+        let ticks = |values: &[f64], pad: f64| {
+            let coord: LogCoord<f64> = axis_range_on(values.iter().copied(), pad, true).log_scale().into();
+            coord.key_points(8)
+        };
+        let near = |got: Vec<f64>, want: &[f64]| {
+            got.len() == want.len() && got.iter().zip(want).all(|(g, w)| (g / w - 1.0).abs() < 1e-9)
+        };
+        assert!(near(ticks(&[0.3, 0.9], 0.05), &[0.1, 1.0]), "{:?}", ticks(&[0.3, 0.9], 0.05));
+        assert!(near(ticks(&[1.0, 1000.0], 0.0), &[1.0, 10.0, 100.0, 1000.0]), "{:?}", ticks(&[1.0, 1000.0], 0.0));
+        assert!(near(ticks(&[0.002, 1.3], 0.05), &[0.01, 0.1, 1.0]), "{:?}", ticks(&[0.002, 1.3], 0.05));
+    }
+
+    #[test]
+    fn log_axes_break_curves_at_non_positive_points() {
+        let panel = Panel { x_log: true, ..Panel::default() };
+        let points = [(0.0, 1.0), (1.0, 2.0), (2.0, -3.0), (-1.0, 4.0), (4.0, 0.0), (5.0, f64::NAN), (6.0, 7.0)];
+        assert_eq!(
+            segments(&points, |p| panel.places(p)),
+            vec![vec![(1.0, 2.0), (2.0, -3.0)], vec![(4.0, 0.0)], vec![(6.0, 7.0)]]
+        );
+        let panel = Panel { y_log: true, ..Panel::default() };
+        assert_eq!(
+            segments(&points, |p| panel.places(p)),
+            vec![vec![(0.0, 1.0), (1.0, 2.0)], vec![(-1.0, 4.0)], vec![(6.0, 7.0)]]
+        );
+    }
+
+    #[test]
+    fn a_bar_panel_rejects_curves_and_log_axes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bars.png");
+        let with_curve = Panel { series: vec![curve("c", |r| r)], ..participation_panel() };
+        let err = write_png(&path, &[with_curve]).unwrap_err();
+        assert!(
+            format!("{err:#}")
+                .contains("drawing panel `Participation`: a bar panel draws no curves, but it has 1 series"),
+            "{err:#}"
+        );
+        let err = write_png(&path, &[Panel { y_log: true, ..participation_panel() }]).unwrap_err();
+        assert!(format!("{err:#}").contains("a bar panel needs a linear y axis"), "{err:#}");
+        let err = write_png(&path, &[Panel { x_log: true, ..participation_panel() }]).unwrap_err();
+        assert!(format!("{err:#}").contains("cannot be logarithmic"), "{err:#}");
+        // No bars, or only non-finite ones, draw an empty chart.
+        write_png(&path, &[Panel { bars: Some(Vec::new()), ..participation_panel() }]).unwrap();
+        write_png(&path, &[Panel { bars: Some(vec![("0".into(), f64::NAN)]), ..participation_panel() }]).unwrap();
+        assert_eq!(png_size(&std::fs::read(&path).unwrap()), PANEL_SIZE);
     }
 }

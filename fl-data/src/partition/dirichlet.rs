@@ -9,16 +9,27 @@
 //! 2. draw p ~ Dir(α·1_C) over the C clients (as normalised Gamma(α, 1) draws);
 //! 3. with `cap = "even-share"`, set p_j = 0 for every client that already holds at least N/C
 //!    samples, and renormalise;
-//! 4. cut the shuffled indices at ⌊n_k · (p_1 + … + p_j)⌋, j = 1..C−1, and give piece j to
-//!    client j. Every sample is assigned (no remainder is dropped); the last client with a
-//!    positive share takes the rest.
+//! 4. with `remainder = "assign"` (the default), cut the shuffled indices at
+//!    ⌊n_k · (p_1 + … + p_j)⌋, j = 1..C−1, and give piece j to client j. Every sample is
+//!    assigned; the last client with a positive share takes the rest.
+//!    With `remainder = "drop"`, client j takes the next ⌊p_j · n_k⌋ of the shuffled indices
+//!    (client 1 first), and the n_k − Σ_j ⌊p_j · n_k⌋ left over (fewer than C) belong to no
+//!    client.
 //!
 //! The whole draw is repeated until the smallest client holds at least `min_samples`, at most
 //! `max_draws` times; then it is an error. Defaults follow the kdd23 spec's recommendation
 //! (A-14: the N/C cap, least_samples = 10, up to 1,000 draws), which is also NIID-Bench's
-//! `min_require_size = 10` used by fedasmu. asyncnc's code has neither cap nor minimum: use
-//! `cap = "none"` and `min_samples = 0` (its floor-and-drop remainder is not offered, because a
-//! `Partitioner` must assign every sample). cos2p does not state its procedure.
+//! `min_require_size = 10` used by fedasmu. cos2p does not state its procedure.
+//!
+//! asyncnc's code (Forootani and Iervolino) has neither cap nor minimum and floors each
+//! proportion, dropping the leftover, then shuffles each client's list: use `cap = "none"`,
+//! `min_samples = 0` and `remainder = "drop"`. The `Partitioner` contract allows samples that
+//! belong to no client when the partitioner is configured to hold some out, as `drop` and
+//! `local_train_share` < 1 do. With `drop` each client's list comes back in that shuffled order
+//! rather than sorted; the trainers draw their own batch order, so only the realisation of a
+//! seed depends on it. Without a minimum a client can end up with no sample at all (likelier
+//! with `drop` and a small α); the simulation refuses such a partition ("client N has no
+//! training samples"), so set `min_samples = 1` to redraw instead.
 //!
 //! `local_train_share` < 1 reproduces PFLlib's per-client train/test split, whose test part
 //! the KDD'23 code never uses: after the draw each client keeps ⌊share · n_j⌋ of its samples,
@@ -30,9 +41,10 @@
 //! clients"), so a run can train on the authors' client mixes when their files cannot be had.
 //! Each class's shuffled indices are cut in those counts; on a pool of another size (the same
 //! mixes over a different split) each class is cut in proportion to them, the remainders going
-//! to the largest fractional parts, so every sample still goes to exactly one client. `alpha`
-//! then only records the α of the draw, and `min_samples` is checked against the counts;
-//! `local_train_share` applies as after a draw.
+//! to the largest fractional parts, so every sample still goes to exactly one client (with
+//! `remainder = "drop"` the proportional counts are floored and the leftover dropped, as in a
+//! draw). `alpha` then only records the α of the draw, and `min_samples` is checked against the
+//! counts; `local_train_share` applies as after a draw.
 //!
 //! Edge case: for tiny α every Gamma draw of the eligible clients can underflow to 0 in f64.
 //! The Dirichlet then tends to a one-hot vector at a uniformly random coordinate, and that is
@@ -59,6 +71,19 @@ pub enum Cap {
     None,
 }
 
+/// What happens to the samples of a class that the floored per-client proportions leave over.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Remainder {
+    /// Every sample is assigned: the cuts are floored cumulative shares and the last client with
+    /// a positive share takes the rest (PFNM, NIID-Bench, PFLlib). Each client's list is sorted.
+    #[default]
+    Assign,
+    /// Client j takes ⌊p_j · n_k⌋ samples of class k; the rest of the class belongs to no client.
+    /// Each client's list comes back shuffled (asyncnc's code).
+    Drop,
+}
+
 /// Parameters of `dirichlet`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -68,6 +93,8 @@ pub struct DirichletConfig {
     /// Redraw the whole partition until every client holds at least this many samples (0: off).
     pub min_samples: usize,
     pub cap: Cap,
+    /// Whether the samples the floored proportions leave over are assigned or dropped.
+    pub remainder: Remainder,
     /// How many whole-partition draws to try before giving up on `min_samples`.
     pub max_draws: usize,
     /// The share of each client's samples it keeps (1: all of them).
@@ -82,6 +109,7 @@ impl Default for DirichletConfig {
             alpha: 0.5,
             min_samples: 10,
             cap: Cap::EvenShare,
+            remainder: Remainder::Assign,
             max_draws: 1000,
             local_train_share: 1.0,
             counts: None,
@@ -159,32 +187,48 @@ impl Dirichlet {
                 p[open[rng.random_range(0..open.len())]] = 1.0;
                 total = 1.0;
             }
-            // The last client with a positive share takes the rest, and a zero share takes
-            // nothing, so rounding in the cumulative sum can never hand a capped client a
-            // sample (numpy's `split` at the last boundary can).
             let nk = idx.len();
-            let last = (0..clients).rev().find(|&j| p[j] > 0.0).expect("some share is positive");
-            let mut cum = 0.0;
-            let mut start = 0;
-            for (j, part) in parts.iter_mut().enumerate() {
-                cum += p[j] / total;
-                let end = if p[j] == 0.0 {
-                    start
-                } else if j == last {
-                    nk
-                } else {
-                    ((cum * nk as f64).floor() as usize).clamp(start, nk)
-                };
-                part.extend_from_slice(&idx[start..end]);
-                start = end;
+            match self.cfg.remainder {
+                Remainder::Assign => {
+                    // The last client with a positive share takes the rest, and a zero share
+                    // takes nothing, so rounding in the cumulative sum can never hand a capped
+                    // client a sample (numpy's `split` at the last boundary can).
+                    let last = (0..clients).rev().find(|&j| p[j] > 0.0).expect("some share is positive");
+                    let mut cum = 0.0;
+                    let mut start = 0;
+                    for (j, part) in parts.iter_mut().enumerate() {
+                        cum += p[j] / total;
+                        let end = if p[j] == 0.0 {
+                            start
+                        } else if j == last {
+                            nk
+                        } else {
+                            ((cum * nk as f64).floor() as usize).clamp(start, nk)
+                        };
+                        part.extend_from_slice(&idx[start..end]);
+                        start = end;
+                    }
+                }
+                Remainder::Drop => {
+                    // asyncnc's `(p * n_k).astype(int)`: each share floored on its own, so
+                    // fewer than one sample per client is left over. The shares sum to one up
+                    // to rounding; the `min` only guards the slice.
+                    let mut start = 0;
+                    for (j, part) in parts.iter_mut().enumerate() {
+                        let take = ((p[j] / total * nk as f64).floor() as usize).min(nk - start);
+                        part.extend_from_slice(&idx[start..start + take]);
+                        start += take;
+                    }
+                }
             }
         }
         parts
     }
 
     /// The recorded draw `counts` over this pool: each class's shuffled indices cut in the
-    /// recorded counts, or in proportion to them when the class holds another number of samples.
-    fn replay(counts: &[Vec<[u64; 2]>], by_class: &[Vec<i64>], rng: &mut Rng) -> Result<Vec<Vec<i64>>> {
+    /// recorded counts, or in proportion to them when the class holds another number of samples
+    /// (the floored proportions' leftover assigned or dropped as `remainder` says).
+    fn replay(&self, counts: &[Vec<[u64; 2]>], by_class: &[Vec<i64>], rng: &mut Rng) -> Result<Vec<Vec<i64>>> {
         let mut parts: Vec<Vec<i64>> = vec![Vec::new(); counts.len()];
         for (k, class) in by_class.iter().enumerate() {
             let wanted: Vec<u64> =
@@ -199,13 +243,16 @@ impl Dirichlet {
                 }
                 continue;
             }
-            // Proportional shares, floored; the remainders to the largest fractional parts.
+            // Proportional shares, floored; the remainders to the largest fractional parts,
+            // unless they are dropped.
             let mut share: Vec<u64> = wanted.iter().map(|&w| w * nk / total).collect();
-            let mut order: Vec<usize> = (0..wanted.len()).collect();
-            order.sort_by_key(|&j| std::cmp::Reverse(wanted[j] * nk % total));
-            let left = nk - share.iter().sum::<u64>();
-            for &j in order.iter().take(left as usize) {
-                share[j] += 1;
+            if self.cfg.remainder == Remainder::Assign {
+                let mut order: Vec<usize> = (0..wanted.len()).collect();
+                order.sort_by_key(|&j| std::cmp::Reverse(wanted[j] * nk % total));
+                let left = nk - share.iter().sum::<u64>();
+                for &j in order.iter().take(left as usize) {
+                    share[j] += 1;
+                }
             }
             let mut idx = class.clone();
             idx.shuffle(rng);
@@ -228,6 +275,20 @@ impl Dirichlet {
             }
         }
         parts
+    }
+
+    /// The lists in the order `remainder` promises: sorted, or shuffled as asyncnc's code
+    /// leaves them.
+    fn finish(&self, mut parts: Vec<Vec<i64>>, rng: &mut Rng) -> Vec<Vec<i64>> {
+        match self.cfg.remainder {
+            Remainder::Assign => sorted(parts),
+            Remainder::Drop => {
+                for part in &mut parts {
+                    part.shuffle(rng);
+                }
+                parts
+            }
+        }
     }
 }
 
@@ -255,8 +316,9 @@ impl Partitioner for Dirichlet {
             if let Some([l, _]) = counts.iter().flatten().find(|[l, _]| *l >= classes as u64) {
                 return Err(Error::invalid(format!("dirichlet partition: counts: label {l} is outside 0..{classes}")));
             }
-            let parts = Self::replay(counts, &by_class, rng)?;
-            return Ok(sorted(self.keep_local_train(parts, rng)));
+            let parts = self.replay(counts, &by_class, rng)?;
+            let kept = self.keep_local_train(parts, rng);
+            return Ok(self.finish(kept, rng));
         }
         let gamma =
             Gamma::new(self.cfg.alpha, 1.0).map_err(|e| Error::invalid(format!("dirichlet partition: alpha: {e}")))?;
@@ -265,7 +327,8 @@ impl Partitioner for Dirichlet {
             let parts = self.draw(&by_class, n, clients, &gamma, rng);
             let smallest = parts.iter().map(Vec::len).min().unwrap_or(0);
             if smallest >= min {
-                return Ok(sorted(self.keep_local_train(parts, rng)));
+                let kept = self.keep_local_train(parts, rng);
+                return Ok(self.finish(kept, rng));
             }
             best = best.max(smallest);
         }
@@ -281,7 +344,7 @@ impl Partitioner for Dirichlet {
 inventory::submit! {
     Component {
         name: "dirichlet",
-        summary: "label skew: per-class Dirichlet(alpha) proportions over clients, PFNM cap and min_samples redraws; or a recorded draw's per-client label counts",
+        summary: "label skew: per-class Dirichlet(alpha) proportions over clients, PFNM cap, min_samples redraws, leftover assigned or dropped; or a recorded draw's per-client label counts",
         paper: "Hsu, Qi and Brown, Measuring the Effects of Non-Identical Data Distribution for Federated Visual Classification, 2019",
         defaults: defaults_of::<DirichletConfig>,
         build: Builder::Partitioner(|p| Ok(Box::new(Dirichlet { cfg: p.parse_valid(DirichletConfig::validate)? }))),

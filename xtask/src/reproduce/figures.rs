@@ -55,6 +55,7 @@ pub fn write_figures(figures: &[Figure], results: &Results, dir: &Path) -> Resul
                     x_label: if by_time { "virtual time (s)".into() } else { "round".into() },
                     y_label: y_label.into(),
                     series,
+                    ..Panel::default()
                 });
             }
         }
@@ -102,6 +103,7 @@ pub fn write_sweeps(grid: &Grid, results: &Results, dir: &Path) -> Result<Vec<(S
                     x_label: sweep.x.clone(),
                     y_label: y_label.into(),
                     series,
+                    ..Panel::default()
                 })
             })
             .collect();
