@@ -1,6 +1,8 @@
 //! Partitioners: how a centralised training set is split among clients (fl-core's
-//! [`fl_core::Partitioner`]). Every partitioner gives each sample to exactly one client, draws
-//! all randomness from the `rng` it is handed, and returns each client's indices sorted.
+//! [`fl_core::Partitioner`]). Every partitioner gives each sample to at most one client (exactly
+//! one unless configured to hold samples out), draws all randomness from the `rng` it is
+//! handed, and returns each client's indices sorted, except `dirichlet` with
+//! `remainder = "drop"`, which returns them shuffled as the asyncnc authors' code does.
 //!
 //! - [`Iid`] (`iid`): shuffle, then split as evenly as possible;
 //! - [`Dirichlet`] (`dirichlet`): per-class Dirichlet(α) proportions over clients (Hsu et al.
@@ -11,7 +13,7 @@ mod dirichlet;
 mod iid;
 mod shards;
 
-pub use dirichlet::{Cap, Dirichlet, DirichletConfig};
+pub use dirichlet::{Cap, Dirichlet, DirichletConfig, Remainder};
 pub use iid::Iid;
 pub use shards::{Shards, ShardsConfig};
 

@@ -504,7 +504,7 @@ fn checks(
         let rounds = p.true_counts.iter().sum::<u64>() as f64 / 5.0;
         let (stat, limit) = participation_chi_square(&p.true_counts, rounds, 5);
         verdict(
-            format!("{dataset}: the authors' own true counts are uniform too (their {rounds} rounds)"),
+            format!("{dataset}: the authors' own true counts are uniform too ({}, their {rounds} rounds)", p.run),
             Some(stat <= limit),
             format!("X² = {stat:.2} ≤ {limit:.2}; their plotted column: {:?}", p.plotted_counts),
         );
