@@ -30,7 +30,7 @@ pub use datasets::{Cifar100Config, ImageDatasetConfig, NormalizationChoice, load
 pub use error::{DataError, Result};
 pub use fetch::{FetchOutcome, fetch, fetch_agnews, fetch_agnews_from, fetch_cifar, fetch_fashion_mnist, fetch_mnist};
 pub use info::{DataState, DatasetInfo, info};
-pub use partition::{Dirichlet, DirichletConfig, Iid, Shards, ShardsConfig};
+pub use partition::{Cap, Dirichlet, DirichletConfig, Iid, Remainder, Shards, ShardsConfig};
 pub use raw::{Normalization, RawImages, RawSplits};
 pub use synthetic::SyntheticConfig;
 pub use text::{TokenIds, Vocab, VocabScope, basic_english};
