@@ -1,5 +1,5 @@
-//! `fl-models`: the model zoo (`mlp`, `lenet5`, asyncnc's `cnn3`, and the text classifier
-//! `fasttext`, which takes token ids). Each model is a pure function
+//! `fl-models`: the model zoo (`mlp`, `lenet5`, asyncnc's `cnn3`, `resnet20` with BatchNorm,
+//! and the text classifier `fasttext`, which takes token ids). Each model is a pure function
 //! of its state (fl-core's [`fl_core::Model`]), written once in cohort form on the layers of
 //! [`cohort`] (a lone model is a cohort of one): it exposes its tensors (parameters, and
 //! buffers such as BatchNorm's running statistics) and maskable unit groups, draws its
@@ -17,6 +17,7 @@ pub mod flops;
 pub mod init;
 mod lenet5;
 mod mlp;
+mod resnet20;
 #[cfg(test)]
 mod testing;
 
@@ -24,3 +25,4 @@ pub use cnn3::{Cnn3, Cnn3Config};
 pub use fasttext::{FastText, FastTextConfig};
 pub use lenet5::{LeNet5, LeNet5Config};
 pub use mlp::{DropoutPosition, Mlp, MlpConfig};
+pub use resnet20::{ResNet20, ResNet20Config};
