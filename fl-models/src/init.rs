@@ -1,5 +1,5 @@
-//! PyTorch's default initialisation of `nn.Linear`, `nn.Conv2d` and `nn.Embedding`, drawn from a
-//! host stream.
+//! PyTorch's default initialisation of `nn.Linear`, `nn.Conv2d` and `nn.Embedding`, and
+//! `nn.init.xavier_uniform_`, drawn from a host stream.
 //!
 //! PyTorch initialises linear and convolution weights with `kaiming_uniform_(a = √5)`: the bound
 //! `gain · √(3 / fan_in)` with `gain = √(2 / (1 + a²)) = √(1/3)` is exactly `1 / √fan_in`. Biases
@@ -57,6 +57,23 @@ pub fn fan_in(weight_shape: &[i64]) -> i64 {
     weight_shape.iter().skip(1).product()
 }
 
+/// The fan-out of a linear (`[out, in]`) or convolution (`[out, in, kh, kw]`) weight: `out`
+/// times the receptive field (`kh · kw`), as PyTorch's `_calculate_fan_in_and_fan_out`.
+pub fn fan_out(weight_shape: &[i64]) -> i64 {
+    weight_shape.first().copied().unwrap_or(1) * weight_shape.iter().skip(2).product::<i64>()
+}
+
+/// PyTorch's `nn.init.xavier_uniform_` (gain 1) for a weight of rank ≥ 2: U(±√(6 / (fan_in +
+/// fan_out))).
+///
+/// # Panics
+/// If `shape` has rank below 2 (PyTorch refuses those too).
+pub fn xavier_uniform(rng: &mut Rng, shape: &[i64]) -> Tensor {
+    assert!(shape.len() >= 2, "init::xavier_uniform: expected a weight of rank >= 2, got {shape:?}");
+    let bound = (6.0 / (fan_in(shape) + fan_out(shape)) as f64).sqrt();
+    uniform(rng, shape, bound)
+}
+
 /// PyTorch's default initialisation for a model made of linear and convolution layers, in
 /// structure order: a tensor of rank ≥ 2 is a weight, U(±1/√fan_in); a rank-1 tensor is the bias
 /// of the weight before it, U(±1/√fan_in of that weight).
@@ -95,6 +112,17 @@ mod tests {
     fn fan_in_of_linear_and_conv_weights() {
         assert_eq!(fan_in(&[200, 784]), 784);
         assert_eq!(fan_in(&[16, 6, 5, 5]), 150);
+    }
+
+    #[test]
+    fn xavier_bound_uses_both_fans() {
+        assert_eq!(fan_out(&[32, 16, 3, 3]), 288);
+        assert_eq!(fan_out(&[10, 32]), 10);
+        // conv 1 → 32, 3×3: fan_in 9, fan_out 288, bound √(6/297) ≈ 0.1421.
+        let w = xavier_uniform(&mut Rng::seed_from_u64(3), &[32, 1, 3, 3]);
+        let max = w.abs().max().double_value(&[]);
+        let bound = (6.0f64 / 297.0).sqrt();
+        assert!(max <= bound && max > 0.95 * bound, "max {max}, bound {bound}");
     }
 
     #[test]

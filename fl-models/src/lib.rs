@@ -1,22 +1,28 @@
-//! `fl-models`: the model zoo (`mlp`, `lenet5`, and the text classifier `fasttext`, which takes
-//! token ids). Each model is a pure function of its parameters (fl-core's [`fl_core::Model`]),
-//! written once in cohort form on the layers of [`cohort`] (a lone model is a cohort of one):
-//! it exposes its tensors and maskable unit groups, draws PyTorch's default initialisation from
-//! a host stream, runs forward on the full model or on a sub-model sliced out by a structured
-//! mask, and counts forward FLOPs per tensor for the cost model.
+//! `fl-models`: the model zoo (`mlp`, `lenet5`, asyncnc's `cnn3`, `resnet20` with BatchNorm,
+//! and the text classifier `fasttext`, which takes token ids). Each model is a pure function
+//! of its state (fl-core's [`fl_core::Model`]), written once in cohort form on the layers of
+//! [`cohort`] (a lone model is a cohort of one): it exposes its tensors (parameters, and
+//! buffers such as BatchNorm's running statistics) and maskable unit groups, draws its
+//! initialisation from a host stream (PyTorch's defaults unless its paper says otherwise),
+//! runs forward on the full model or on a sub-model sliced out by a structured mask, and
+//! counts forward FLOPs per tensor for the cost model.
 //!
 //! Every model registers itself with `inventory` under the name its file documents; a binary
 //! must reference this crate (`use fl_models as _;`) for the registrations to survive linking.
 
+mod cnn3;
 pub mod cohort;
 mod fasttext;
 pub mod flops;
 pub mod init;
 mod lenet5;
 mod mlp;
+mod resnet20;
 #[cfg(test)]
 mod testing;
 
+pub use cnn3::{Cnn3, Cnn3Config};
 pub use fasttext::{FastText, FastTextConfig};
 pub use lenet5::{LeNet5, LeNet5Config};
 pub use mlp::{DropoutPosition, Mlp, MlpConfig};
+pub use resnet20::{ResNet20, ResNet20Config};

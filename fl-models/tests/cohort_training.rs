@@ -2,7 +2,10 @@
 //! gives every job the parameters, loss and step count that the per-client reference loop
 //! ([`ReferenceSgd`], the loop that preceded cohorts) gives it alone, to 1e-5, for every model
 //! of the zoo, with dropout, momentum, weight decay, a proximal term, elementwise gradient
-//! masks, structured sub-models and clients of different sizes.
+//! masks, structured sub-models and clients of different sizes. Models with BatchNorm buffers
+//! (which the reference loop does not handle) are checked against the same trainer run on
+//! cohorts of one: each client ends with the same parameters and buffers alone and in a cohort.
+//! Training also learns: the new convolutional models reduce the loss of a learnable task.
 
 use std::sync::Arc;
 
@@ -110,6 +113,31 @@ impl Case {
     }
 }
 
+impl Case {
+    /// Trains the clients as one cohort and each as a cohort of one with the same trainer;
+    /// returns the largest difference of the final tensors (parameters and buffers) and checks
+    /// losses and steps. Also checks that training moved every tensor of the model. Differences
+    /// are relative where a value exceeds 1: running variances grow to ~50, where float32
+    /// rounding alone is ~1e-5.
+    fn max_difference_to_alone(&self, cfg: &SgdConfig) -> f64 {
+        let sgd = Sgd::new(cfg.clone());
+        let cohort = sgd.train_cohort(self.jobs()).unwrap();
+        let mut worst = 0f64;
+        for (job, got) in self.jobs().into_iter().zip(&cohort) {
+            let start = job.params.deep_clone();
+            let want = sgd.train(job).unwrap();
+            assert_eq!(got.steps, want.steps);
+            assert!((got.mean_loss - want.mean_loss).abs() <= 1e-5 * want.mean_loss.abs().max(1.0));
+            for ((name, a), (b, s)) in got.params.iter().zip(want.params.tensors().iter().zip(start.tensors())) {
+                assert_eq!(a.size(), b.size());
+                assert!(!a.equal(s), "`{name}` did not move");
+                worst = worst.max(((a - b).abs() / b.abs().clamp_min(1.0)).max().double_value(&[]));
+            }
+        }
+        worst
+    }
+}
+
 fn cfg(momentum: f64, prox_mu: f64) -> SgdConfig {
     SgdConfig { lr: 0.05, batch_size: 4, epochs: 2, momentum, weight_decay: 0.01, prox_mu, ..SgdConfig::default() }
 }
@@ -151,6 +179,70 @@ fn lenet5_trains_the_same_in_a_cohort_full_and_as_sub_models() {
         let c = case("lenet5", "", image(1, 28), &[6, 11, 3], width);
         let d = c.max_difference(&cfg(0.5, 0.1));
         assert!(d <= 1e-5, "width {width:?}: max difference {d}");
+    }
+}
+
+#[test]
+fn cnn3_trains_the_same_in_a_cohort_full_and_as_sub_models() {
+    // Batches of 4 over 9, 6 and 4 samples: the second step pads the 2-sample client.
+    for width in [None, Some(0.5)] {
+        let c = case("cnn3", "", image(1, 28), &[9, 6, 4], width);
+        let cfg = SgdConfig { epochs: 1, ..cfg(0.5, 0.1) };
+        let d = c.max_difference(&cfg);
+        assert!(d <= 1e-5, "width {width:?}: max difference to the reference {d}");
+        let d = c.max_difference_to_alone(&cfg);
+        assert!(d <= 1e-5, "width {width:?}: max difference to cohorts of one {d}");
+    }
+}
+
+#[test]
+fn resnet20_trains_the_same_in_a_cohort_with_its_batchnorm_buffers() {
+    // Batches of 3 over 7, 5 and 3 samples: the second step pads the 2-sample client, whose
+    // BatchNorm statistics must leave the padding out.
+    for width in [None, Some(0.5)] {
+        let c = case("resnet20", "", image(3, 32), &[7, 5, 3], width);
+        let d = c.max_difference_to_alone(&SgdConfig { batch_size: 3, epochs: 1, ..cfg(0.5, 0.1) });
+        assert!(d <= 1e-5, "width {width:?}: max difference {d}");
+    }
+}
+
+/// Mean training loss of each of `rounds` epochs of `model` on a two-class task a global pool
+/// can solve: images of 8×8 noise shifted up for class 1 and down for class 0.
+fn epoch_losses(name: &str, channels: i64, rounds: usize) -> Vec<f64> {
+    let spec = DataSpec { input_shape: vec![channels, 8, 8], classes: 2, vocab_size: None };
+    let model = model(name, "", &spec);
+    let n = 48;
+    let y = Tensor::arange(n, (TKind::Int64, Device::Cpu)).remainder(2);
+    let shift = (y.to_kind(TKind::Float) - 0.5).reshape([n, 1, 1, 1]);
+    let x = (TensorNoise::new(5).uniform(&[n, channels, 8, 8], Device::Cpu) - 0.5) + shift;
+    let data = Dataset { x, y };
+    let sgd = Sgd::new(SgdConfig { lr: 0.05, batch_size: 8, momentum: 0.9, ..SgdConfig::default() });
+    let mut params = model.init(&mut rng::stream(1, &[0]));
+    (0..rounds as u64)
+        .map(|round| {
+            let out = sgd
+                .train(TrainJob {
+                    model: Arc::clone(&model),
+                    params: params.shallow_clone(),
+                    grad_mask: None,
+                    data: data.shallow_clone(),
+                    indices: Tensor::arange(n, (TKind::Int64, Device::Cpu)),
+                    rng: rng::stream(2, &[round]),
+                    noise: TensorNoise::new(round),
+                })
+                .unwrap();
+            params = out.params;
+            out.mean_loss
+        })
+        .collect()
+}
+
+#[test]
+fn training_reduces_the_loss_of_the_convolutional_models() {
+    for (name, channels) in [("cnn3", 1), ("resnet20", 3)] {
+        let losses = epoch_losses(name, channels, 6);
+        let (first, last) = (losses[0], losses[losses.len() - 1]);
+        assert!(last < 0.5 * first, "{name}: epoch losses {losses:?}");
     }
 }
 
