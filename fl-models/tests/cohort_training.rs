@@ -229,6 +229,8 @@ fn epoch_losses(name: &str, channels: i64, rounds: usize) -> Vec<f64> {
                     indices: Tensor::arange(n, (TKind::Int64, Device::Cpu)),
                     rng: rng::stream(2, &[round]),
                     noise: TensorNoise::new(round),
+                    version: 0,
+                    delay: 0.0,
                 })
                 .unwrap();
             params = out.params;
