@@ -86,12 +86,13 @@ fn read_curve(path: &Path) -> Result<Vec<Point>> {
             let s = cells.get(c).copied().unwrap_or_default();
             s.parse().with_context(|| format!("{} line {}: expected a number, got `{s}`", path.display(), i + 2))
         };
-        curve.push(Point {
-            version: cell(version)?,
-            time_s: cell(time)?,
-            accuracy: cell(accuracy)?,
-            loss: cell(loss)?,
-        });
+        let point =
+            Point { version: cell(version)?, time_s: cell(time)?, accuracy: cell(accuracy)?, loss: cell(loss)? };
+        // A record whose evaluation did not run the test set (`[eval] test_every`) has no point.
+        if point.accuracy.is_nan() && point.loss.is_nan() {
+            continue;
+        }
+        curve.push(point);
     }
     Ok(curve)
 }
@@ -122,8 +123,11 @@ mod tests {
             r#"{"best_accuracy":0.9,"final_accuracy":0.8,"final_loss":null,"wall_time_s":3.5,"time_to_target_s":2.0}"#,
         )
         .unwrap();
-        std::fs::write(p.join("metrics.csv"), "virtual_time_s,version,accuracy,loss\n1,0,0.1,2.3\n2,1,0.9,NaN\n")
-            .unwrap();
+        std::fs::write(
+            p.join("metrics.csv"),
+            "virtual_time_s,version,accuracy,loss\n1,0,0.1,2.3\n1.5,1,NaN,NaN\n2,1,0.9,NaN\n",
+        )
+        .unwrap();
         std::fs::write(
             p.join("events.jsonl"),
             "{\"diagnostics\":{\"tau\":1},\"event\":\"eval\"}\n{\"diagnostics\":{\"tau\":2,\"gamma_star\":10},\"event\":\"eval\"}\n",
@@ -133,6 +137,7 @@ mod tests {
         assert_eq!((o.seed, o.best_accuracy, o.final_accuracy, o.wall_time_s), (7, 0.9, 0.8, 3.5));
         assert!(o.final_loss.is_nan() && o.diverged());
         assert_eq!(o.curve[0], Point { version: 0.0, time_s: 1.0, accuracy: 0.1, loss: 2.3 });
+        assert_eq!(o.curve.len(), 2, "a record without a test pass has no point");
         assert_eq!(o.time_to_target_s, Some(2.0));
         assert_eq!((o.best_within(1.5), o.best_within(2.0), o.duration_s()), (0.1, 0.9, 2.0));
         assert_eq!(o.diagnostics["tau"], 2.0);

@@ -139,18 +139,17 @@ pub fn write(
     dir: &Path,
 ) -> Result<Section> {
     let mut section = Section { markdown: String::new(), figures: Vec::new(), checks: Vec::new() };
-    let datasets: Vec<String> = {
-        let mut d: Vec<String> = results.runs.iter().map(|r| r.dataset.clone()).collect();
-        d.dedup();
-        d
-    };
-    for (index, dataset) in datasets.iter().enumerate() {
+    // The paper's order: MNIST (Figs 1–4), then CIFAR-10 (Figs 5–8).
+    let mut datasets: Vec<String> = results.runs.iter().map(|r| r.dataset.clone()).collect();
+    datasets.sort_by_key(|d| (d != "mnist", d.clone()));
+    datasets.dedup();
+    for dataset in &datasets {
         if let Some(fetch) = results.missing.get(dataset) {
             let _ = writeln!(section.markdown, "## {dataset}\n\nneeds {dataset}: not run (`{fetch}`).\n");
             continue;
         }
         let traces = read_traces(results, dataset)?;
-        let figure_base = if index == 0 { 1 } else { 5 };
+        let figure_base = if dataset == "mnist" { 1 } else { 5 };
         dataset_section(&mut section, results, dataset, &traces, curves, participation, figure_base, dir)?;
     }
     Ok(section)
@@ -197,6 +196,7 @@ fn dataset_section(
     let get = |key: &str| traces.get(key).map(|(_, t)| t);
     let md = &mut section.markdown;
     let _ = writeln!(md, "## {dataset}\n");
+    // Figure `n` of the paper (0: a figure the paper does not have).
     let mut figure = |n: usize, title: String, panels: Vec<Panel>, file: &str| -> Result<()> {
         let panels: Vec<Panel> = panels.into_iter().filter(|p| !p.series.is_empty() || p.bars.is_some()).collect();
         if panels.is_empty() {
@@ -204,7 +204,8 @@ fn dataset_section(
         }
         let path = dir.join(format!("{dataset}-{file}.png"));
         write_png(&path, &panels)?;
-        section.figures.push((format!("Fig {n} ({dataset}): {title}"), path));
+        let name = if n == 0 { format!("Beyond the paper ({dataset})") } else { format!("Fig {n} ({dataset})") };
+        section.figures.push((format!("{name}: {title}"), path));
         Ok(())
     };
     let scale_note = if results.scale == "full" { String::new() } else { format!(" [{} scale]", results.scale) };
@@ -413,7 +414,15 @@ fn checks(
     let what = format!("{dataset}: AFL's server loss decreases, with diminishing returns (Fig 1/5)");
     match get("main/afl-j5") {
         None => verdict(what, None, not_run.clone()),
-        Some(t) if too_short(t) => verdict(what, None, format!("{} rounds: too few to judge", t.rounds())),
+        Some(t) if t.rounds() < 2 => verdict(what, None, format!("{} rounds: too few to judge", t.rounds())),
+        Some(t) if too_short(t) => {
+            let (first, last) = (t.loss[0], t.loss[t.rounds() - 1]);
+            verdict(
+                what,
+                Some(last < first),
+                format!("{} rounds, too few for the shape: the loss falls from {first:.4} to {last:.4}", t.rounds()),
+            )
+        }
         Some(t) => {
             let n = t.rounds();
             let tenth = n / 10;
