@@ -112,7 +112,7 @@ inventory::submit! {
     Component {
         name: "delayed-async",
         summary: "every client loops with delays U(0, D); aggregate every `buffer` arrivals (staleness = versions committed meanwhile)",
-        paper: "Forootani and Iervolino (variant V6 of the spec: event-driven, beyond the paper)",
+        paper: "beyond Forootani and Iervolino: their rounds event-driven, with genuine staleness",
         defaults: defaults_of::<DelayedAsyncConfig>,
         build: Builder::Scheduler(|p| Ok(Box::new(DelayedAsync::new(p.parse_valid(DelayedAsyncConfig::validate)?)))),
         origin: module_path!(),

@@ -1,5 +1,6 @@
 //! asyncnc: Forootani and Iervolino, "Asynchronous Federated Learning with non-convex client
-//! objective functions and heterogeneous dataset" (spec `asyncnc.md`).
+//! objective functions and heterogeneous dataset" (official code:
+//! `github.com/Ali-Forootani/AFL_non_convex_non_iid`, Zenodo record 14962410).
 //!
 //! Algorithm 1 is `barrier-rounds`: each round J of C clients, sampled without replacement,
 //! start after a delay from a possibly stale global model θ^(t−τ_c) and train locally; the

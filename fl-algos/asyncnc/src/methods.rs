@@ -1,7 +1,7 @@
 //! The paper's variants as method presets. The client trainer of every variant is the
 //! paper's: Adam (lr γ₀ = 1e-3, re-created every local epoch as in the authors' code), the
 //! rate γ₀/(√(e+1)(1 + α·d)) with α = 0.01 and e the local epoch, 10 local epochs of batches
-//! of 64, early stopping with patience 10 (inert at 10 epochs, as the spec notes).
+//! of 64, early stopping with patience 10 (inert at 10 epochs: the counter reaches 9 at most).
 
 use fl_core::Method;
 
@@ -107,7 +107,7 @@ inventory::submit! {
     Method {
         name: "asyncnc-events",
         summary: "event-driven AFL (V6): all clients loop with delays U(0, 2) s, aggregate every J = 5 arrivals",
-        paper: "Forootani and Iervolino (spec variant V6, beyond the paper)",
+        paper: "beyond Forootani and Iervolino: their rounds event-driven, with genuine staleness",
         preset: concat!(
             r#"
             [scheduler]

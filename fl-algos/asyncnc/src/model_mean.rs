@@ -5,7 +5,7 @@
 //! θ^(t+1) = Σ_c p_c θ_c,  p_c = n_c·k_c·s(τ_c) / Σ_c' n_c'·k_c'·s(τ_c'),
 //!
 //! with n_c the client's samples, k_c the update's multiplicity and s the staleness function
-//! (`constant` gives the paper's experiments; `inverse-linear` 1/(1 + α·τ) is the spec's
+//! (`constant` gives the paper's experiments; `inverse-linear` 1/(1 + α·τ) is our
 //! reading of the "staleness-aware aggregation" the paper claims without a formula). Every
 //! tensor of the model state is averaged, BatchNorm's running statistics included.
 //!

@@ -162,7 +162,7 @@ inventory::submit! {
     Component {
         name: "inverse-linear",
         summary: "1 / (1 + a s)",
-        paper: "Forootani and Iervolino (spec asyncnc.md §2.5: the form of the paper's learning-rate penalty)",
+        paper: "Forootani and Iervolino: the form of their learning-rate delay penalty (Lemma 3)",
         defaults: defaults_of::<InverseLinear>,
         build: Builder::Staleness(|p| Ok(Box::new(p.parse_valid(|c: &InverseLinear| non_negative("a", c.a))?))),
         origin: module_path!(),

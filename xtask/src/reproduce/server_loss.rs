@@ -238,7 +238,7 @@ fn dataset_section(
     let _ = writeln!(
         md,
         "Fig {}: true participation counts. The paper's histograms plot one column of the selection CSV (the (J−1)-th \
-         client selected each round), which is why its counts sum to the rounds and single out clients (spec §5.3).\n",
+         client selected each round), which is why its counts sum to the rounds and single out clients (the artefacts' `selected_clients.csv`).\n",
         figure_base + 1
     );
 
@@ -476,12 +476,21 @@ fn checks(
             let (fa, fs) = (a.mean(n - tenth + 1, n), s.mean(n - tenth + 1, n));
             let similar = (fa - fs).abs() <= 0.25 * fa.max(fs) + 0.005;
             let (na, ns) = (roughness(&a.loss[..n / 5]), roughness(&s.loss[..n / 5]));
+            let passed = similar && na > ns;
+            // Measured where it fails: why, in the terms of the runs.
+            let why = if na > ns {
+                ""
+            } else {
+                ". Without stale starts our AFL differs from SFL only by its delay penalty (steps at most 2% \
+                 smaller) and its arrival order, so nothing in it makes rounds noisier; the paper compares two \
+                 unseeded single runs, whose artefacts are as close (r2: AFL 1.18, SFL 1.16; r10: 0.68, 0.69)"
+            };
             verdict(
                 what,
-                Some(similar && na > ns),
+                Some(passed),
                 format!(
                     "last tenth: AFL {fa:.4}, SFL {fs:.4} (similar: within 25% + 0.005: {similar}); round-to-round \
-                     change in the first fifth, RMS: AFL {na:.4}, SFL {ns:.4}"
+                     change in the first fifth, RMS: AFL {na:.4}, SFL {ns:.4}{why}"
                 ),
             );
         }
@@ -520,7 +529,7 @@ fn checks(
     }
 
     // 5. The code-faithful run within the bands of the artefacts (§5.3), at the paper's settings.
-    let what = format!("{dataset}: the authors' algorithm (V2) within the bands of their artefacts (spec §5.3)");
+    let what = format!("{dataset}: the authors' algorithm (V2) within the bands of their run artefacts");
     let bands: &[(usize, f64, f64)] = if dataset == "mnist" {
         &[(1, 1.0, 1.6), (100, 0.06, 0.12), (1000, 0.002, 0.006)]
     } else {
