@@ -292,6 +292,15 @@ fn dataset_section(
         vec![accuracy_panel],
         "test-accuracy",
     )?;
+    if let Some(t) = get("main/code-j5") {
+        let last = t.accuracy.last().map_or(f64::NAN, |(_, a)| a * 100.0);
+        let _ = writeln!(
+            md,
+            "The authors' code (V2) never sends the aggregate back: its server model averages ten independently \
+             initialised networks, and its test accuracy stays near chance ({last:.1}% at the end), while its server \
+             loss, the clients' own training loss, falls like the paper's curves.\n"
+        );
+    }
     let mut ablation_series: Vec<Series> =
         get("main/afl-j5").map(|t| curve("AFL J = 5 (reference)", t)).into_iter().collect();
     ablation_series.extend(ABLATIONS.iter().filter_map(|(id, what)| get(&format!("e7/{id}")).map(|t| curve(what, t))));
