@@ -105,6 +105,12 @@ impl Trace {
     fn rounds(&self) -> usize {
         self.loss.len()
     }
+
+    /// Mean server loss over the last tenth of the rounds run (at least the last round).
+    fn last_tenth(&self) -> f64 {
+        let n = self.rounds();
+        self.mean(n + 1 - (n / 10).max(1), n)
+    }
 }
 
 /// The section this module adds to `summary.md`, its figures and checks.
@@ -372,7 +378,7 @@ fn run_table(md: &mut String, traces: &BTreeMap<String, (PlannedRun, Trace)>) {
     let _ = writeln!(md, "|---|---|---|---|---|");
     for (key, (_, t)) in traces {
         let n = t.rounds();
-        let last = t.mean(n - n / 10, n);
+        let last = t.last_tenth();
         let acc = t.accuracy.last().map_or("·".into(), |(_, a)| format!("{:.2}%", a * 100.0));
         let _ = writeln!(md, "| {key} | {n} | {last:.4} | {acc} | {:.2} |", t.wall_time_s / n.max(1) as f64);
     }
@@ -397,12 +403,11 @@ fn ablation_table(md: &mut String, traces: &BTreeMap<String, (PlannedRun, Trace)
         md,
         "| afl-j5 | reference | {:.4} | {:.4} | {} |",
         reference.mean(2, early),
-        reference.mean(n - n / 10, n),
+        reference.last_tenth(),
         acc(reference)
     );
     for (id, what, t) in rows {
-        let m = t.rounds();
-        let _ = writeln!(md, "| {id} | {what} | {:.4} | {:.4} | {} |", t.mean(2, early), t.mean(m - m / 10, m), acc(t));
+        let _ = writeln!(md, "| {id} | {what} | {:.4} | {:.4} | {} |", t.mean(2, early), t.last_tenth(), acc(t));
     }
     md.push('\n');
 }
