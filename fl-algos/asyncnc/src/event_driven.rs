@@ -15,9 +15,12 @@ use crate::barrier_rounds::LrDelay;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DelayedAsyncConfig {
-    /// Aggregations to run.
+    /// Aggregations to run (`rounds` is the same key in the paper's terms, so that an
+    /// experiment of `barrier-rounds` switches to this scheduler unchanged).
+    #[serde(alias = "rounds")]
     pub aggregations: u64,
-    /// Results per aggregation (J).
+    /// Results per aggregation (J; alias `clients_per_round`).
+    #[serde(alias = "clients_per_round")]
     pub buffer: usize,
     /// D: each job waits U(0, D) virtual seconds before it starts.
     pub max_delay_s: f64,

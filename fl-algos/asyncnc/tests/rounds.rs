@@ -263,3 +263,19 @@ fn bad_settings_are_errors_naming_the_key() {
     let err = Simulation::new(setup(barrier(cfg), model_mean())).unwrap().run(&mut ()).unwrap_err().to_string();
     assert!(err.contains("clients_per_round") && err.contains("3 clients"), "{err}");
 }
+
+#[test]
+fn the_event_driven_scheduler_reads_the_barrier_rounds_keys() {
+    // An experiment written for `barrier-rounds` (`rounds`, `clients_per_round`) switches to
+    // `delayed-async` unchanged; giving a key under both names is an error.
+    let component =
+        Registry::get().unwrap().component(Kind::Scheduler, "delayed-async", "exp.toml", "scheduler").unwrap();
+    let parse = |table: &str| {
+        let table: fl_core::toml::Table = fl_core::toml::from_str(table).unwrap();
+        Params::new("exp.toml", "scheduler", table).parse::<DelayedAsyncConfig>()
+    };
+    let cfg = parse("rounds = 7\nclients_per_round = 3").unwrap();
+    assert_eq!((cfg.aggregations, cfg.buffer), (7, 3));
+    assert!(parse("rounds = 7\naggregations = 8").is_err());
+    assert!(matches!(component.build, Builder::Scheduler(_)));
+}
