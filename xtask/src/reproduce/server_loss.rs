@@ -165,9 +165,8 @@ pub fn write(
 fn read_traces(results: &Results, dataset: &str) -> Result<BTreeMap<String, (PlannedRun, Trace)>> {
     let mut traces = BTreeMap::new();
     for r in results.runs.iter().filter(|r| r.dataset == dataset && runner::is_done(r)) {
-        let key = format!("{}/{}", r.setting, r.id);
-        if !traces.contains_key(&key) {
-            traces.insert(key, (r.clone(), Trace::read(&r.dir)?));
+        if let std::collections::btree_map::Entry::Vacant(slot) = traces.entry(format!("{}/{}", r.setting, r.id)) {
+            slot.insert((r.clone(), Trace::read(&r.dir)?));
         }
     }
     Ok(traces)
