@@ -186,6 +186,8 @@ mod tests {
             wall_time_s: 1.0,
             time_to_target_s: t,
             curve: vec![],
+            server_loss: vec![],
+            participation: vec![],
             diagnostics: BTreeMap::new(),
         };
         let outcomes = BTreeMap::from([

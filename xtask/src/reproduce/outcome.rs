@@ -26,8 +26,13 @@ pub struct Outcome {
     pub wall_time_s: f64,
     /// Virtual seconds until the experiment's target accuracy was first reached.
     pub time_to_target_s: Option<f64>,
-    /// Every evaluation.
+    /// Every evaluation that ran the test set.
     pub curve: Vec<Point>,
+    /// The mean training loss of the updates of aggregation 1, 2, … (index r − 1), as far as
+    /// every aggregation was logged (asyncnc's "server loss").
+    pub server_loss: Vec<f64>,
+    /// Jobs each client was given, in client order.
+    pub participation: Vec<u64>,
     /// The diagnostics of the last evaluation.
     pub diagnostics: BTreeMap<String, f64>,
 }
@@ -42,6 +47,7 @@ impl Outcome {
             serde_json::from_str(&text).with_context(|| format!("parsing {}", summary_path.display()))?;
         // NaN is written as null.
         let number = |key: &str| summary[key].as_f64().unwrap_or(f64::NAN);
+        let (curve, server_loss) = read_metrics(&dir.join("metrics.csv"))?;
         Ok(Outcome {
             seed,
             best_accuracy: number("best_accuracy"),
@@ -49,7 +55,12 @@ impl Outcome {
             final_loss: number("final_loss"),
             wall_time_s: number("wall_time_s"),
             time_to_target_s: summary["time_to_target_s"].as_f64(),
-            curve: read_curve(&dir.join("metrics.csv"))?,
+            participation: summary["clients"]
+                .as_array()
+                .map(|cs| cs.iter().map(|c| c["jobs"].as_u64().unwrap_or(0)).collect())
+                .unwrap_or_default(),
+            curve,
+            server_loss,
             diagnostics: read_last_diagnostics(&dir.join("events.jsonl"))?,
         })
     }
@@ -70,7 +81,8 @@ impl Outcome {
     }
 }
 
-fn read_curve(path: &Path) -> Result<Vec<Point>> {
+/// The tested evaluations, and the training loss of each aggregation while every one is logged.
+fn read_metrics(path: &Path) -> Result<(Vec<Point>, Vec<f64>)> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
@@ -79,7 +91,8 @@ fn read_curve(path: &Path) -> Result<Vec<Point>> {
     };
     let (time, version, accuracy, loss) =
         (column("virtual_time_s")?, column("version")?, column("accuracy")?, column("loss")?);
-    let mut curve = Vec::new();
+    let train_loss = header.iter().position(|h| *h == "train_loss");
+    let (mut curve, mut server_loss) = (Vec::new(), Vec::new());
     for (i, line) in lines.enumerate() {
         let cells: Vec<&str> = line.split(',').collect();
         let cell = |c: usize| -> Result<f64> {
@@ -88,13 +101,19 @@ fn read_curve(path: &Path) -> Result<Vec<Point>> {
         };
         let point =
             Point { version: cell(version)?, time_s: cell(time)?, accuracy: cell(accuracy)?, loss: cell(loss)? };
+        if let Some(c) = train_loss {
+            let l = cell(c)?;
+            if point.version >= 1.0 && l.is_finite() && server_loss.len() + 1 == point.version as usize {
+                server_loss.push(l);
+            }
+        }
         // A record whose evaluation did not run the test set (`[eval] test_every`) has no point.
         if point.accuracy.is_nan() && point.loss.is_nan() {
             continue;
         }
         curve.push(point);
     }
-    Ok(curve)
+    Ok((curve, server_loss))
 }
 
 fn read_last_diagnostics(path: &Path) -> Result<BTreeMap<String, f64>> {
@@ -138,10 +157,29 @@ mod tests {
         assert!(o.final_loss.is_nan() && o.diverged());
         assert_eq!(o.curve[0], Point { version: 0.0, time_s: 1.0, accuracy: 0.1, loss: 2.3 });
         assert_eq!(o.curve.len(), 2, "a record without a test pass has no point");
+        assert!(o.server_loss.is_empty() && o.participation.is_empty(), "no train_loss column, no clients");
         assert_eq!(o.time_to_target_s, Some(2.0));
         assert_eq!((o.best_within(1.5), o.best_within(2.0), o.duration_s()), (0.1, 0.9, 2.0));
         assert_eq!(o.diagnostics["tau"], 2.0);
         assert_eq!(o.diagnostics["gamma_star"], 10.0);
+    }
+
+    #[test]
+    fn reads_the_server_loss_per_round_and_the_participation() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path();
+        std::fs::write(
+            p.join("metrics.csv"),
+            "virtual_time_s,version,updates,accuracy,loss,train_loss\n0,0,0,0.1,2.3,NaN\n1,1,5,NaN,NaN,1.5\n2,2,10,0.8,0.6,0.9\n",
+        )
+        .unwrap();
+        std::fs::write(p.join("summary.json"), r#"{"wall_time_s": 4.0, "clients": [{"jobs": 2}, {"jobs": 0}]}"#)
+            .unwrap();
+        std::fs::write(p.join("events.jsonl"), "{\"diagnostics\":{}}\n").unwrap();
+        let o = Outcome::read(p, 1).unwrap();
+        assert_eq!(o.server_loss, vec![1.5, 0.9]);
+        assert_eq!(o.curve.iter().map(|q| (q.version, q.accuracy)).collect::<Vec<_>>(), vec![(0.0, 0.1), (2.0, 0.8)]);
+        assert_eq!(o.participation, vec![2, 0]);
     }
 
     #[test]

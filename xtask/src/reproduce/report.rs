@@ -657,6 +657,8 @@ mod tests {
             wall_time_s: 1.0,
             time_to_target_s: None,
             curve: vec![],
+            server_loss: vec![],
+            participation: vec![],
             diagnostics: BTreeMap::new(),
         }
     }

@@ -13,12 +13,12 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::Deserialize;
 
 use super::grid::PlannedRun;
+use super::outcome::Outcome;
 use super::report::{Results, Verdict};
-use super::runner;
 use crate::plot::{Panel, Series, write_png};
 
 /// Published per-round values of the server loss (`expected.toml`, `[[curves]]`).
@@ -43,7 +43,7 @@ pub struct ReferenceParticipation {
     pub plotted_counts: Vec<u64>,
 }
 
-/// What one finished run logged.
+/// What one finished run logged, as the curves of this section read it.
 struct Trace {
     /// Server loss of rounds 1, 2, … (index r − 1).
     loss: Vec<f64>,
@@ -55,41 +55,13 @@ struct Trace {
 }
 
 impl Trace {
-    fn read(dir: &Path) -> Result<Trace> {
-        let path = dir.join("metrics.csv");
-        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-        let mut lines = text.lines();
-        let header: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
-        let column = |name: &str| {
-            header.iter().position(|h| *h == name).with_context(|| format!("{}: no `{name}` column", path.display()))
-        };
-        let (version, accuracy, train_loss) = (column("version")?, column("accuracy")?, column("train_loss")?);
-        let (mut loss, mut acc) = (Vec::new(), Vec::new());
-        for line in lines {
-            let cells: Vec<f64> = line.split(',').map(|c| c.parse().unwrap_or(f64::NAN)).collect();
-            let v = cells[version];
-            if v >= 1.0 && cells[train_loss].is_finite() && loss.len() + 1 == v as usize {
-                loss.push(cells[train_loss]);
-            }
-            if cells[accuracy].is_finite() {
-                acc.push((v, cells[accuracy]));
-            }
+    fn of(o: &Outcome) -> Trace {
+        Trace {
+            loss: o.server_loss.clone(),
+            accuracy: o.curve.iter().map(|p| (p.version, p.accuracy)).collect(),
+            participation: o.participation.clone(),
+            wall_time_s: o.wall_time_s,
         }
-        let summary_path = dir.join("summary.json");
-        let summary: serde_json::Value = serde_json::from_str(
-            &std::fs::read_to_string(&summary_path).with_context(|| format!("reading {}", summary_path.display()))?,
-        )
-        .with_context(|| format!("parsing {}", summary_path.display()))?;
-        let participation = summary["clients"]
-            .as_array()
-            .map(|cs| cs.iter().map(|c| c["jobs"].as_u64().unwrap_or(0)).collect())
-            .unwrap_or_default();
-        Ok(Trace {
-            loss,
-            accuracy: acc,
-            participation,
-            wall_time_s: summary["wall_time_s"].as_f64().unwrap_or(f64::NAN),
-        })
     }
 
     /// Mean server loss over rounds `from..=to` (1-based, clamped to the rounds run).
@@ -154,7 +126,7 @@ pub fn write(
             let _ = writeln!(section.markdown, "## {dataset}\n\nneeds {dataset}: not run (`{fetch}`).\n");
             continue;
         }
-        let traces = read_traces(results, dataset)?;
+        let traces = read_traces(results, dataset);
         let figure_base = if dataset == "mnist" { 1 } else { 5 };
         dataset_section(&mut section, results, dataset, &traces, curves, participation, figure_base, dir)?;
     }
@@ -162,14 +134,16 @@ pub fn write(
 }
 
 /// Finished runs of `dataset`, first seed, by `<setting>/<row>`.
-fn read_traces(results: &Results, dataset: &str) -> Result<BTreeMap<String, (PlannedRun, Trace)>> {
-    let mut traces = BTreeMap::new();
-    for r in results.runs.iter().filter(|r| r.dataset == dataset && runner::is_done(r)) {
-        if let std::collections::btree_map::Entry::Vacant(slot) = traces.entry(format!("{}/{}", r.setting, r.id)) {
-            slot.insert((r.clone(), Trace::read(&r.dir)?));
-        }
-    }
-    Ok(traces)
+fn read_traces(results: &Results, dataset: &str) -> BTreeMap<String, (PlannedRun, Trace)> {
+    results
+        .runs
+        .iter()
+        .filter(|r| r.dataset == dataset)
+        .filter_map(|r| {
+            let outcome = results.outcomes.get(&r.key)?.first()?;
+            Some((format!("{}/{}", r.setting, r.id), (r.clone(), Trace::of(outcome))))
+        })
+        .collect()
 }
 
 fn curve(label: &str, t: &Trace) -> Series {
@@ -627,23 +601,11 @@ mod tests {
     }
 
     #[test]
-    fn traces_read_the_server_loss_per_round_and_the_tested_rounds() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(
-            dir.path().join("metrics.csv"),
-            "virtual_time_s,version,updates,accuracy,loss,train_loss\n0,0,0,0.1,2.3,NaN\n1,1,5,NaN,NaN,1.5\n2,2,10,0.8,0.6,0.9\n",
-        )
-        .unwrap();
-        std::fs::write(
-            dir.path().join("summary.json"),
-            r#"{"wall_time_s": 4.0, "clients": [{"jobs": 2}, {"jobs": 0}]}"#,
-        )
-        .unwrap();
-        let t = Trace::read(dir.path()).unwrap();
-        assert_eq!(t.loss, vec![1.5, 0.9]);
-        assert_eq!(t.accuracy, vec![(0.0, 0.1), (2.0, 0.8)]);
-        assert_eq!(t.participation, vec![2, 0]);
+    fn window_means_and_roughness() {
+        let t = Trace { loss: vec![1.5, 0.9], accuracy: vec![], participation: vec![], wall_time_s: 1.0 };
         assert_eq!(t.mean(1, 2), 1.2);
+        assert!(t.mean(3, 2).is_nan(), "an empty window");
         assert!((roughness(&t.loss) - 0.6).abs() < 1e-12);
+        assert!((roughness(&[1.0, 2.0, 0.0]) - (2.5f64).sqrt()).abs() < 1e-12);
     }
 }
