@@ -116,7 +116,14 @@ pub fn write(
     participation: &[ReferenceParticipation],
     dir: &Path,
 ) -> Result<Section> {
-    let mut section = Section { markdown: String::new(), figures: Vec::new(), checks: Vec::new() };
+    let mut section = Section {
+        markdown: "The \"server loss\" of a round, the paper's only metric, is the mean over the round's clients of \
+                   their mean training loss while they train locally: a loss of the clients' models, not of the \
+                   aggregated one, whose test accuracy is drawn separately.\n\n"
+            .into(),
+        figures: Vec::new(),
+        checks: Vec::new(),
+    };
     // The paper's order: MNIST (Figs 1–4), then CIFAR-10 (Figs 5–8).
     let mut datasets: Vec<String> = results.runs.iter().map(|r| r.dataset.clone()).collect();
     datasets.sort_by_key(|d| (d != "mnist", d.clone()));
