@@ -13,7 +13,7 @@
 //!
 //! Wall times exclude data loading on both sides. Run it while nothing else uses the machine.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use fl_bench::MlpWorkload;
@@ -33,8 +33,11 @@ fn time<T>(f: impl FnOnce() -> T) -> (T, f64) {
     (out, start.elapsed().as_secs_f64())
 }
 
+/// `path` inside fl-bench: `FL_BENCH_DIR` when set (a bench binary copied to another machine
+/// without its source tree's path), else the crate's directory at build time.
 fn here(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+    let dir = std::env::var_os("FL_BENCH_DIR").map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
+    dir.join(path)
 }
 
 /// Wall seconds of the simulation (after its data is loaded), the final accuracy and the

@@ -19,6 +19,9 @@ pub struct Cli {
 pub enum Command {
     /// Run an experiment file.
     Run(RunArgs),
+    /// Run several prepared run directories in one process, training their compatible
+    /// cohorts together (one GPU kept busy by a whole grid column).
+    Pack(PackArgs),
     /// List every registered component by kind, with parameters and defaults.
     List {
         /// Only this kind (dataset, partition, model, trainer, mask, scheduler, aggregator, staleness, method).
@@ -50,6 +53,20 @@ pub struct RunArgs {
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct PackArgs {
+    /// Run directories, each holding an `experiment.toml`; the run's outputs go there.
+    #[arg(required = true)]
+    pub dirs: Vec<PathBuf>,
+    /// Compute device: cpu, cuda, cuda:N or auto.
+    #[arg(long, default_value = "auto")]
+    pub device: String,
+    /// Worker threads of each run for jobs that do not join the pack's cohorts (default:
+    /// the number of CPU cores).
+    #[arg(long)]
+    pub workers: Option<usize>,
 }
 
 #[derive(Debug, Subcommand)]

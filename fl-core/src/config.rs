@@ -22,6 +22,7 @@ use serde::Serialize;
 use tch::Device;
 
 use crate::data::FederatedData;
+use crate::engine::pack::RunPack;
 use crate::engine::{EvalConfig, RunConfig, Setup, Simulation};
 use crate::error::{Error, Result};
 use crate::profile::DevicesConfig;
@@ -210,9 +211,28 @@ impl Experiment {
         Simulation::new(self.setup(opts)?)
     }
 
+    /// [`Experiment::build`] as a run of `pack`: its data and model are shared with the pack's
+    /// runs of equal sections, and its cohorts train together with theirs (see [`RunPack`]).
+    pub fn build_in(&self, opts: &RunOptions, pack: &RunPack) -> Result<Simulation> {
+        let setup = self.setup_with(opts, Some(pack))?;
+        let key = [Kind::Trainer, Kind::Model, Kind::Dataset].map(|k| self.section_key(k)).join("\n");
+        let member = pack.join(format!("{key}\nseed {}", self.seed))?;
+        Simulation::with_pack(setup, Some(member))
+    }
+
+    /// A section's component and parameters as one string: equal strings build equal components.
+    fn section_key(&self, kind: Kind) -> String {
+        let c = self.choice(kind);
+        format!("[{}] {} {}", kind.section(), c.name, c.params.table)
+    }
+
     /// Everything [`Experiment::build`] builds, before the simulation is made of it (tests
     /// replace a component, e.g. the trainer by a reference one).
     pub fn setup(&self, opts: &RunOptions) -> Result<Setup> {
+        self.setup_with(opts, None)
+    }
+
+    fn setup_with(&self, opts: &RunOptions, pack: Option<&RunPack>) -> Result<Setup> {
         let registry = Registry::get()?;
         let get = |kind: Kind| {
             let c = self.choice(kind);
@@ -228,7 +248,11 @@ impl Experiment {
             };
         }
         let data_ctx = DataContext { data_dir: opts.data_dir.clone(), device: opts.device, seed: self.seed };
-        let FederatedData { train, test, spec, natural_partition } = build!(Dataset, &data_ctx);
+        let load = || Ok(build!(Dataset, &data_ctx));
+        let FederatedData { train, test, spec, natural_partition } = match pack {
+            Some(pack) => pack.dataset(format!("{}\nseed {}", self.section_key(Kind::Dataset), self.seed), load)?,
+            None => load()?,
+        };
         let partition = match natural_partition {
             Some(p) => {
                 if p.len() != self.clients {
@@ -252,7 +276,18 @@ impl Experiment {
             )?,
         };
         let setup = Setup {
-            model: build!(Model, &spec),
+            model: match pack {
+                Some(pack) => pack.model(
+                    format!(
+                        "{}\n{}\nseed {}",
+                        self.section_key(Kind::Model),
+                        self.section_key(Kind::Dataset),
+                        self.seed
+                    ),
+                    || Ok(build!(Model, &spec)),
+                )?,
+                None => build!(Model, &spec),
+            },
             trainer: build!(Trainer),
             scheduler: build!(Scheduler),
             aggregator: build!(Aggregator),

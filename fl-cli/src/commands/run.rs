@@ -1,10 +1,10 @@
 //! `fl run FILE`: parse, build, simulate, write the run directory.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use fl_core::tch::{Cuda, Device};
-use fl_core::{Experiment, RunOptions};
+use fl_core::{Experiment, RunOptions, Simulation};
 use serde_json::json;
 
 use crate::args::RunArgs;
@@ -17,34 +17,46 @@ pub fn run(args: &RunArgs) -> Result<()> {
         experiment.seed = seed;
     }
     let device = parse_device(&args.device)?;
-    let workers = args.workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    if workers == 0 {
-        bail!("--workers: expected at least 1");
-    }
+    let workers = parse_workers(args.workers)?;
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from("runs").join(&experiment.name));
     let opts = RunOptions { device, workers, data_dir: fl_build::data_dir() };
-    let mut sim = experiment.build(&opts)?;
+    let sim = experiment.build(&opts)?;
+    let line = simulate(&experiment, &args.file, sim, &opts, &out, args.quiet)?;
+    println!("{line}");
+    Ok(())
+}
+
+/// Runs `sim` (built from `experiment`, read from `file`) into the run directory `out`;
+/// returns the line that reports its result.
+pub(super) fn simulate(
+    experiment: &Experiment,
+    file: &Path,
+    mut sim: Simulation,
+    opts: &RunOptions,
+    out: &Path,
+    quiet: bool,
+) -> Result<String> {
     let manifest = json!({
         "experiment": experiment.name,
-        "file": args.file.display().to_string(),
+        "file": file.display().to_string(),
         "seed": experiment.seed,
-        "device": format!("{device:?}"),
-        "workers": workers,
+        "device": format!("{:?}", opts.device),
+        "workers": opts.workers,
         "git_revision": git_revision(),
         "libtorch": "2.11.0",
         "tch": "0.24.0",
         "cuda_available": Cuda::is_available(),
         "fl_version": env!("CARGO_PKG_VERSION"),
     });
-    let mut run_dir = RunDir::create(&out, &experiment.resolved_toml()?, manifest)?;
+    let mut run_dir = RunDir::create(out, &experiment.resolved_toml()?, manifest)?;
     let summary = {
-        let mut progress = Progress::new(sim.planned_aggregations(), args.quiet, &mut run_dir);
-        let summary = sim.run(&mut progress).with_context(|| format!("running {}", args.file.display()))?;
+        let mut progress = Progress::new(sim.planned_aggregations(), quiet, &mut run_dir);
+        let summary = sim.run(&mut progress).with_context(|| format!("running {}", file.display()))?;
         progress.finish();
         summary
     };
     run_dir.finish(&summary)?;
-    println!(
+    Ok(format!(
         "final accuracy {:.4} (best {:.4}) after {} aggregations, {:.1} virtual s, {:.1} wall s\nresults: {}",
         summary.final_accuracy,
         summary.best_accuracy,
@@ -52,11 +64,19 @@ pub fn run(args: &RunArgs) -> Result<()> {
         summary.virtual_time_s,
         run_dir.wall_time_s(),
         run_dir.path().display()
-    );
-    Ok(())
+    ))
 }
 
-fn parse_device(s: &str) -> Result<Device> {
+/// `--workers`, by default the number of CPU cores.
+pub(super) fn parse_workers(workers: Option<usize>) -> Result<usize> {
+    let workers = workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    if workers == 0 {
+        bail!("--workers: expected at least 1");
+    }
+    Ok(workers)
+}
+
+pub(super) fn parse_device(s: &str) -> Result<Device> {
     match s {
         "cpu" => Ok(Device::Cpu),
         "auto" => Ok(Device::cuda_if_available()),

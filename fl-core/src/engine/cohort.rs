@@ -20,6 +20,7 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
+use super::pack::PackTicket;
 use super::pool::JobHandle;
 use crate::error::Result;
 use crate::trainer::TrainOutcome;
@@ -58,6 +59,8 @@ pub(crate) struct CohortSlot {
 
 enum State {
     Training(JobHandle<Result<Vec<TrainOutcome>>>),
+    /// Submitted to the run's pack (see [`super::pack`]).
+    Packed(PackTicket),
     Done(Vec<Option<TrainOutcome>>),
     Failed(String),
 }
@@ -67,26 +70,32 @@ impl CohortSlot {
         CohortSlot { state: Mutex::new(State::Training(handle)) }
     }
 
+    pub(crate) fn packed(ticket: PackTicket) -> Self {
+        CohortSlot { state: Mutex::new(State::Packed(ticket)) }
+    }
+
     /// Waits for the cohort and takes the outcome of its job `i`; a failure of the cohort is
     /// every job's failure.
     pub(crate) fn take(&self, i: usize) -> std::result::Result<TrainOutcome, String> {
         let mut state = self.state.lock().map_err(|_| "a cohort's result lock is poisoned".to_string())?;
-        if let State::Training(_) = &*state {
-            let State::Training(handle) = std::mem::replace(&mut *state, State::Failed(String::new())) else {
-                unreachable!("matched above")
-            };
-            *state = match handle.wait() {
+        *state = match std::mem::replace(&mut *state, State::Failed(String::new())) {
+            State::Training(handle) => match handle.wait() {
                 Ok(Ok(outcomes)) => State::Done(outcomes.into_iter().map(Some).collect()),
                 Ok(Err(e)) => State::Failed(e.to_string()),
                 Err(panic) => State::Failed(panic),
-            };
-        }
+            },
+            State::Packed(ticket) => match ticket.wait() {
+                Ok(outcomes) => State::Done(outcomes.into_iter().map(Some).collect()),
+                Err(e) => State::Failed(e),
+            },
+            settled => settled,
+        };
         match &mut *state {
             State::Done(outcomes) => {
                 outcomes.get_mut(i).and_then(Option::take).ok_or_else(|| format!("cohort job {i} has no outcome"))
             }
             State::Failed(e) => Err(format!("its cohort failed: {e}")),
-            State::Training(_) => unreachable!("waited above"),
+            State::Training(_) | State::Packed(_) => unreachable!("waited above"),
         }
     }
 }

@@ -10,6 +10,7 @@
 
 pub mod cohort;
 mod eval;
+pub mod pack;
 mod pool;
 mod record;
 
@@ -38,6 +39,7 @@ use crate::staleness::{StalenessCtx, StalenessFn};
 use crate::trainer::{LocalTrainer, PullInfo, TrainJob, TrainOutcome, TrainSession};
 use crate::update::ClientUpdate;
 use cohort::CohortSlot;
+use pack::PackMember;
 
 /// Bytes per transferred parameter (float32).
 pub const BYTES_PER_PARAM: f64 = 4.0;
@@ -166,6 +168,7 @@ pub(crate) struct World {
     cohort_cap: usize,
     /// Dispatched jobs waiting to train, in dispatch order.
     deferred: Vec<(u64, TrainJob)>,
+    pack: Option<PackMember>,
     /// Notes for the run log, each said once.
     notes: BTreeSet<&'static str>,
     unsaid: Vec<&'static str>,
@@ -354,6 +357,11 @@ pub struct Simulation {
 
 impl Simulation {
     pub fn new(setup: Setup) -> Result<Self> {
+        Self::with_pack(setup, None)
+    }
+
+    /// A run whose cohorts train together with those of the other runs of its pack.
+    pub(crate) fn with_pack(setup: Setup, pack: Option<PackMember>) -> Result<Self> {
         let Setup {
             model,
             trainer,
@@ -422,6 +430,7 @@ impl Simulation {
             pool: WorkerPool::new(workers),
             cohort_cap,
             deferred: Vec::new(),
+            pack,
             notes: unsaid.iter().copied().collect(),
             unsaid,
             sched_rng: rng::stream(seed, &[tag::SCHEDULER]),
@@ -713,8 +722,13 @@ impl World {
         for ids in cohorts {
             let members: Vec<TrainJob> =
                 ids.iter().map(|id| jobs.remove(id).expect("each deferred job once")).collect();
-            let trainer = Arc::clone(&self.trainer);
-            let slot = Arc::new(CohortSlot::new(self.pool.submit(move || trainer.train_cohort(members))));
+            let slot = Arc::new(match &mut self.pack {
+                Some(pack) => CohortSlot::packed(pack.submit(&self.trainer, members, self.cohort_cap)),
+                None => {
+                    let trainer = Arc::clone(&self.trainer);
+                    CohortSlot::new(self.pool.submit(move || trainer.train_cohort(members)))
+                }
+            });
             for (i, id) in ids.iter().enumerate() {
                 self.in_flight.get_mut(id).expect("deferred jobs are in flight").work =
                     Work::Cohort(Arc::clone(&slot), i);

@@ -1,0 +1,285 @@
+//! Packs: several runs in one process whose client cohorts train together.
+//!
+//! On a GPU one run's cohort is a handful of small kernels per step, so the step's latency is
+//! launch overhead and the device idles; runs side by side in separate processes queue their
+//! tiny kernels behind each other. A pack instead merges the cohorts of its runs: the runs of
+//! a grid that train the same model on the same data with the same trainer configuration
+//! (typically every method of one dataset column) stack their clients into one cohort, so
+//! one step's kernels do the work of every run at nearly the latency of one.
+//!
+//! Each run of a pack runs on a thread of its own. A run that needs the result of a deferred
+//! job submits its cohorts to the pack and waits; when *every* run still going waits, the
+//! waiting thread that completed the set trains all submitted cohorts, merged where they are
+//! compatible (see [`RunPack`]), and hands each run its outcomes. The set of cohorts trained
+//! together therefore depends only on each run's own (deterministic) progress, never on thread
+//! timing, so a pack's metrics are a deterministic function of its runs' configurations. (As
+//! with cohorts of different sizes, a run's results may differ in their last bits between a
+//! pack and a run alone.)
+
+use std::collections::BTreeMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+use crate::data::FederatedData;
+use crate::error::{Error, Result};
+use crate::model::Model;
+use crate::trainer::{LocalTrainer, TrainJob, TrainOutcome};
+
+type Outcomes = std::result::Result<Vec<TrainOutcome>, String>;
+
+/// Runs built to share one process, their data and their cohorts. Build every run of the pack
+/// with [`crate::Experiment::build_in`] before any of them starts, then run each on a thread of
+/// its own (a run waits for the others at every cohort, so runs of one pack run one after the
+/// other would wait forever).
+///
+/// Runs share a training set when their `[dataset]` sections and seeds are equal, a model when
+/// their `[model]` sections are equal too, and their cohorts merge when, in addition, their
+/// `[trainer]` sections are equal and their (sub-)model shapes match.
+#[derive(Default)]
+pub struct RunPack {
+    pack: Arc<Pack>,
+    data: Mutex<BTreeMap<String, FederatedData>>,
+    models: Mutex<BTreeMap<String, Arc<dyn Model>>>,
+}
+
+impl RunPack {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The data loaded under `key`, or what `load` returns (kept for the next run).
+    pub(crate) fn dataset(&self, key: String, load: impl FnOnce() -> Result<FederatedData>) -> Result<FederatedData> {
+        let mut data = lock(&self.data)?;
+        if let Some(d) = data.get(&key) {
+            return Ok(share(d));
+        }
+        let d = load()?;
+        data.insert(key, share(&d));
+        Ok(d)
+    }
+
+    /// The model built under `key`, or what `build` returns (kept for the next run).
+    pub(crate) fn model(&self, key: String, build: impl FnOnce() -> Result<Arc<dyn Model>>) -> Result<Arc<dyn Model>> {
+        let mut models = lock(&self.models)?;
+        if let Some(m) = models.get(&key) {
+            return Ok(Arc::clone(m));
+        }
+        let m = build()?;
+        models.insert(key, Arc::clone(&m));
+        Ok(m)
+    }
+
+    /// What the pack has trained so far.
+    pub fn stats(&self) -> PackStats {
+        self.pack.state.lock().map(|s| s.stats).unwrap_or_default()
+    }
+
+    /// A new member whose cohorts merge with those of other members of equal `key`.
+    pub(crate) fn join(&self, key: String) -> Result<PackMember> {
+        let mut state = lock(&self.pack.state)?;
+        let id = state.members;
+        state.members += 1;
+        state.live += 1;
+        Ok(PackMember { pack: Arc::clone(&self.pack), id, key: key.into(), submitted: 0 })
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>> {
+    m.lock().map_err(|_| Error::invalid("run pack: a run panicked while holding the pack's lock"))
+}
+
+fn share(d: &FederatedData) -> FederatedData {
+    FederatedData {
+        train: d.train.shallow_clone(),
+        test: d.test.shallow_clone(),
+        spec: d.spec.clone(),
+        natural_partition: d.natural_partition.clone(),
+    }
+}
+
+/// The barrier and the cohorts submitted since the last training.
+#[derive(Default)]
+struct Pack {
+    state: Mutex<State>,
+    trained: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    members: usize,
+    /// Members still running.
+    live: usize,
+    /// Members blocked until the next training. A training releases them all at once (the
+    /// count drops to 0 then, not as each wakes): a member that wakes first and waits again
+    /// must not count those that have not woken yet as waiting.
+    waiting: usize,
+    /// Trainings so far: a waiting member wakes when this changes.
+    generation: u64,
+    pending: Vec<Entry>,
+    stats: PackStats,
+}
+
+/// What a pack has trained so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PackStats {
+    /// Cohorts its runs submitted.
+    pub cohorts: u64,
+    /// Computations they trained as, after merging.
+    pub computations: u64,
+    /// Client jobs in them.
+    pub jobs: u64,
+}
+
+/// One submitted cohort.
+struct Entry {
+    member: usize,
+    seq: u64,
+    key: Arc<str>,
+    shapes: Vec<Vec<i64>>,
+    cap: usize,
+    trainer: Arc<dyn LocalTrainer>,
+    jobs: Vec<TrainJob>,
+    reply: Sender<Outcomes>,
+}
+
+/// One run's place in a pack; leaving (on drop) releases the others from waiting for it.
+pub(crate) struct PackMember {
+    pack: Arc<Pack>,
+    id: usize,
+    key: Arc<str>,
+    submitted: u64,
+}
+
+/// A submitted cohort's outcomes, once the pack has trained it.
+pub(crate) struct PackTicket {
+    pack: Arc<Pack>,
+    receiver: Receiver<Outcomes>,
+}
+
+impl PackMember {
+    /// Submits a cohort of jobs of equal shapes; at most `cap` jobs train as one computation.
+    pub(crate) fn submit(&mut self, trainer: &Arc<dyn LocalTrainer>, jobs: Vec<TrainJob>, cap: usize) -> PackTicket {
+        let (reply, receiver) = mpsc::channel();
+        let entry = Entry {
+            member: self.id,
+            seq: self.submitted,
+            key: Arc::clone(&self.key),
+            shapes: jobs.first().map(|j| j.params.shapes()).unwrap_or_default(),
+            cap,
+            trainer: Arc::clone(trainer),
+            jobs,
+            reply,
+        };
+        self.submitted += 1;
+        match self.pack.state.lock() {
+            Ok(mut state) => state.pending.push(entry),
+            // The entry drops with its sender: the ticket reports the failure.
+            Err(_) => drop(entry),
+        }
+        PackTicket { pack: Arc::clone(&self.pack), receiver }
+    }
+}
+
+impl Drop for PackMember {
+    fn drop(&mut self) {
+        let Ok(mut state) = self.pack.state.lock() else { return };
+        state.live -= 1;
+        state.pending.retain(|e| e.member != self.id);
+        if state.live > 0 && state.waiting == state.live {
+            self.pack.train(&mut state);
+        }
+    }
+}
+
+impl PackTicket {
+    /// Blocks until the cohort has trained and returns its outcomes in job order.
+    pub(crate) fn wait(self) -> Outcomes {
+        let pack = &self.pack;
+        let mut state = pack.state.lock().map_err(|_| "the run pack's lock is poisoned".to_string())?;
+        loop {
+            match self.receiver.try_recv() {
+                Ok(outcomes) => return outcomes,
+                Err(TryRecvError::Disconnected) => return Err("the run pack dropped the cohort".into()),
+                Err(TryRecvError::Empty) => {}
+            }
+            if state.pending.is_empty() && state.waiting + 1 == state.live {
+                return Err("the run pack has nothing to train for this cohort".into());
+            }
+            state.waiting += 1;
+            if state.waiting == state.live {
+                pack.train(&mut state);
+            } else {
+                let generation = state.generation;
+                while state.generation == generation {
+                    state = pack.trained.wait(state).map_err(|_| "the run pack's lock is poisoned".to_string())?;
+                }
+            }
+        }
+    }
+}
+
+impl Pack {
+    /// Trains every pending cohort (all members wait): entries in (member, submission) order,
+    /// those of equal key and shapes merged and cut into parts of at most the smallest cap.
+    fn train(&self, state: &mut State) {
+        let mut entries = std::mem::take(&mut state.pending);
+        entries.sort_by_key(|e| (e.member, e.seq));
+        let mut groups: Vec<Vec<Entry>> = Vec::new();
+        for e in entries {
+            match groups.iter_mut().find(|g| g[0].key == e.key && g[0].shapes == e.shapes && e.trainer.batches()) {
+                Some(g) => g.push(e),
+                None => groups.push(vec![e]),
+            }
+        }
+        for group in groups {
+            state.stats.cohorts += group.len() as u64;
+            state.stats.jobs += group.iter().map(|e| e.jobs.len() as u64).sum::<u64>();
+            state.stats.computations += train_group(group);
+        }
+        state.waiting = 0;
+        state.generation += 1;
+        self.trained.notify_all();
+    }
+}
+
+/// Trains one group of merged entries and replies to each with its own outcomes; returns the
+/// number of computations it took.
+fn train_group(mut group: Vec<Entry>) -> u64 {
+    let cap = group.iter().map(|e| e.cap).min().unwrap_or(1).max(1);
+    let sizes: Vec<usize> = group.iter().map(|e| e.jobs.len()).collect();
+    let jobs: Vec<TrainJob> = group.iter_mut().flat_map(|e| std::mem::take(&mut e.jobs)).collect();
+    let trainer = Arc::clone(&group[0].trainer);
+    let total = jobs.len();
+    let parts = total.div_ceil(cap);
+    let mut rest = jobs.into_iter();
+    let mut outcomes: Outcomes = Ok(Vec::with_capacity(total));
+    for p in 0..parts {
+        let size = total / parts + usize::from(p < total % parts);
+        let part: Vec<TrainJob> = rest.by_ref().take(size).collect();
+        let trained = catch_unwind(AssertUnwindSafe(|| trainer.train_cohort(part)));
+        outcomes = match (outcomes, trained) {
+            (Ok(mut all), Ok(Ok(out))) => {
+                all.extend(out);
+                Ok(all)
+            }
+            (Err(e), _) => Err(e),
+            (_, Ok(Err(e))) => Err(e.to_string()),
+            (_, Err(_)) => Err("training a merged cohort panicked".into()),
+        };
+    }
+    match outcomes {
+        Ok(all) => {
+            let mut all = all.into_iter();
+            for (e, n) in group.iter().zip(sizes) {
+                let _ = e.reply.send(Ok(all.by_ref().take(n).collect()));
+            }
+        }
+        Err(message) => {
+            for e in &group {
+                let _ = e.reply.send(Err(message.clone()));
+            }
+        }
+    }
+    parts as u64
+}
