@@ -1,5 +1,5 @@
 //! `cargo xtask reproduce <paper> [--scale S] [--variant V,…] [--only D,…] [--device D] [--jobs N]
-//! [--workers N] [--seeds 1,2,3] [--emit slurm DIR]`: runs the grid of
+//! [--pack N] [--workers N] [--seeds 1,2,3] [--emit slurm DIR]`: runs the grid of
 //! `experiments/<paper>/grid.toml` at a scale (with some of its variants, alternatives to the
 //! paper's choices), resuming finished runs, and writes
 //! `reports/<paper>/<scale>[-<variant>+…]/`: one Markdown file per paper table (paper / ours / Δ),
@@ -12,6 +12,10 @@
 //! `--report-only` writes the report from the runs finished so far and runs nothing; `--runs`
 //! runs a slice of the grid. Finished runs are also kept as records in the report's `runs/`
 //! (see `records`), from which a later reproduction, on any machine, resumes.
+//!
+//! `--pack N` runs up to N runs in one `fl pack` process (consecutive runs of the plan: one
+//! dataset's column), whose compatible cohorts train as one computation: on a GPU, a whole
+//! column keeps the device busy where one run leaves it idle between tiny kernels.
 //!
 //! `--emit slurm DIR` runs nothing either: it writes the runs that are still to run as a Slurm
 //! job array into DIR (see `slurm`), to submit with `sbatch DIR/job.sbatch`; the same command
@@ -43,7 +47,7 @@ use runner::Runner;
 use slurm::SlurmArray;
 
 const USAGE: &str = "usage: cargo xtask reproduce <paper> [--scale smoke|reduced|full] [--variant NAME,…] [--only DATASET,…] \
-                     [--device auto|cpu|cuda] [--jobs N] [--workers N] [--seeds 1,2,3] [--out DIR] [--runs KEY,…] [--report-only] [--emit slurm DIR]";
+                     [--device auto|cpu|cuda] [--jobs N] [--pack N] [--workers N] [--seeds 1,2,3] [--out DIR] [--runs KEY,…] [--report-only] [--emit slurm DIR]";
 
 #[derive(Debug)]
 struct Options {
@@ -53,6 +57,8 @@ struct Options {
     only: Option<Vec<String>>,
     device: String,
     jobs: usize,
+    /// Runs per `fl` process, their cohorts trained together (1: each run alone).
+    pack: usize,
     /// Client jobs trained at once inside each run; default: the cores shared among the jobs.
     workers: Option<usize>,
     seeds: Vec<u64>,
@@ -74,6 +80,7 @@ fn parse(args: &[String]) -> Result<Options> {
         only: None,
         device: "auto".into(),
         jobs: 1,
+        pack: 1,
         workers: None,
         seeds: vec![1],
         out: None,
@@ -90,6 +97,9 @@ fn parse(args: &[String]) -> Result<Options> {
             "--device" => o.device = value()?.clone(),
             "--jobs" => {
                 o.jobs = value()?.parse().ok().filter(|&j| j > 0).context("--jobs: expected a positive integer")?
+            }
+            "--pack" => {
+                o.pack = value()?.parse().ok().filter(|&n| n > 0).context("--pack: expected a positive integer")?
             }
             "--workers" => {
                 o.workers =
@@ -113,6 +123,9 @@ fn parse(args: &[String]) -> Result<Options> {
             }
             other => bail!("unknown option `{other}`\n{USAGE}"),
         }
+    }
+    if o.pack > 1 && o.emit_slurm.is_some() {
+        bail!("--pack applies to the local runner; a Slurm job array runs one run per array task");
     }
     if o.report_only && o.emit_slurm.is_some() {
         bail!("--emit and --report-only exclude each other: emit the job array, then collect with --report-only");
@@ -185,7 +198,7 @@ pub fn run(args: &[String]) -> Result<()> {
     if let Some(dir) = &o.emit_slurm {
         return emit_slurm(&o, dir, &fl, &runnable);
     }
-    let runner = Runner { fl, device: o.device.clone(), jobs: o.jobs, workers, records };
+    let runner = Runner { fl, device: o.device.clone(), jobs: o.jobs, pack: o.pack, workers, records };
     let failed = if o.report_only { Vec::new() } else { runner.run_all(&runnable) };
     let outcomes = collect(&runs, &runner.records)?;
     let results = Results { scale: &o.scale, runs: &runs, outcomes, missing };

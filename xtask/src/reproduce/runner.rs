@@ -1,4 +1,6 @@
-//! Executes planned runs with the `fl` binary, `jobs` at a time. A run whose directory holds a
+//! Executes planned runs with the `fl` binary, `jobs` processes at a time, each running one run
+//! (`fl run`) or a pack of up to `pack` consecutive runs (`fl pack`, their cohorts trained
+//! together). A run whose directory holds a
 //! `summary.json` beside an identical `experiment.toml` is done and is not run again, so an
 //! interrupted reproduction resumes where it stopped.
 //!
@@ -21,6 +23,8 @@ pub struct Runner {
     pub fl: PathBuf,
     pub device: String,
     pub jobs: usize,
+    /// Most runs per `fl` process.
+    pub pack: usize,
     /// Client jobs trained concurrently inside each run.
     pub workers: usize,
     /// Where a run that finishes is recorded at once.
@@ -89,31 +93,37 @@ impl Runner {
     /// Runs every run of `runs` that is not done; returns the keys (and directories) of those
     /// that failed. Progress goes to stdout as runs finish.
     pub fn run_all(&self, runs: &[PlannedRun]) -> Vec<(String, PathBuf)> {
-        let todo: VecDeque<&PlannedRun> = pending(runs).into();
+        let todo = pending(runs);
         let total = todo.len();
+        let per_process = if self.pack > 1 { format!(", packs of up to {}", self.pack) } else { String::new() };
         println!(
-            "{} runs planned, {} already done, {} to run ({} at a time)",
+            "{} runs planned, {} already done, {} to run ({} process(es) at a time{per_process})",
             runs.len(),
             runs.len() - total,
             total,
             self.jobs
         );
-        let queue = Mutex::new(todo);
+        let queue: Mutex<VecDeque<&[&PlannedRun]>> = Mutex::new(todo.chunks(self.pack.max(1)).collect());
         let finished = Mutex::new((0usize, Vec::new()));
         std::thread::scope(|s| {
             for _ in 0..self.jobs.max(1) {
                 s.spawn(|| {
                     loop {
-                        let Some(run) = queue.lock().expect("queue lock").pop_front() else { break };
-                        let result = self.run_one(run);
+                        let Some(chunk) = queue.lock().expect("queue lock").pop_front() else { break };
+                        let results: Vec<(&PlannedRun, Result<String>)> = match chunk {
+                            [run] => vec![(*run, self.run_one(run))],
+                            _ => self.run_pack(chunk),
+                        };
                         let mut done = finished.lock().expect("progress lock");
-                        done.0 += 1;
-                        let tag = format!("[{}/{total}] {} (seed {})", done.0, run.key, run.seed);
-                        match result {
-                            Ok(line) => println!("{tag}: {line}"),
-                            Err(e) => {
-                                println!("{tag}: FAILED: {e:#}");
-                                done.1.push((run.key.clone(), run.dir.clone()));
+                        for (run, result) in results {
+                            done.0 += 1;
+                            let tag = format!("[{}/{total}] {} (seed {})", done.0, run.key, run.seed);
+                            match result {
+                                Ok(line) => println!("{tag}: {line}"),
+                                Err(e) => {
+                                    println!("{tag}: FAILED: {e:#}");
+                                    done.1.push((run.key.clone(), run.dir.clone()));
+                                }
                             }
                         }
                     }
@@ -144,6 +154,44 @@ impl Runner {
             let tail = last_lines(&log_path, 5);
             anyhow::bail!("{status}; log {}:\n{tail}", log_path.display());
         }
+        self.collect(run)
+    }
+
+    /// Runs `runs` as one `fl pack` process; each run's result comes from its own directory
+    /// (`fl pack` writes every run's `log.txt`), so one failed run fails alone.
+    fn run_pack<'r>(&self, runs: &[&'r PlannedRun]) -> Vec<(&'r PlannedRun, Result<String>)> {
+        let prepared: Vec<(&PlannedRun, Result<PathBuf>)> = runs.iter().map(|r| (*r, prepare(r))).collect();
+        let dirs: Vec<&Path> = prepared.iter().filter(|(_, p)| p.is_ok()).map(|(r, _)| r.dir.as_path()).collect();
+        let status = Command::new(&self.fl)
+            .arg("pack")
+            .args(&dirs)
+            .args(["--device", &self.device, "--workers", &self.workers.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output();
+        let trouble = match &status {
+            Ok(out) if out.status.success() => String::new(),
+            Ok(out) => format!("{}; {}", out.status, String::from_utf8_lossy(&out.stderr).trim()),
+            Err(e) => format!("starting {}: {e}", self.fl.display()),
+        };
+        prepared
+            .into_iter()
+            .map(|(run, file)| {
+                let result = file.and_then(|_| {
+                    if run.dir.join(SUMMARY_FILE).is_file() {
+                        self.collect(run)
+                    } else {
+                        let log = run.dir.join(LOG_FILE);
+                        anyhow::bail!("the pack {trouble}; log {}:\n{}", log.display(), last_lines(&log, 5))
+                    }
+                });
+                (run, result)
+            })
+            .collect()
+    }
+
+    /// Records a finished run and says its result.
+    fn collect(&self, run: &PlannedRun) -> Result<String> {
         let outcome = super::outcome::Outcome::read(&run.dir, run.seed)?;
         self.records.save(run)?;
         Ok(format!(
