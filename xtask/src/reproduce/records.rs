@@ -67,7 +67,7 @@ impl Records {
     }
 
     /// The finished record of `run`'s experiment under `root`, if there is one.
-    fn find(root: &Path, run: &PlannedRun) -> Option<PathBuf> {
+    pub(super) fn find(root: &Path, run: &PlannedRun) -> Option<PathBuf> {
         let record = Records::dir(root, run);
         let same = std::fs::read_to_string(record.join("experiment.toml")).is_ok_and(|t| t == run.experiment);
         (same && record.join("summary.json").is_file()).then_some(record)

@@ -223,4 +223,58 @@ mod tests {
         let changed = PlannedRun { experiment: "seed = 2\n".into(), ..run };
         assert!(!is_done(&changed), "the grid changed: run again");
     }
+
+    /// A stand-in for `fl pack DIR… --device D --workers N` (packs of 2 below: runs 1–2 and
+    /// 3–4): finishes every run but those
+    /// with seed 3, writing each run's `log.txt` as `fl pack` does, and fails if one failed.
+    const FAKE_FL_PACK: &str = r#"#!/bin/sh
+[ "$1" = pack ] || exit 9
+shift
+failed=0
+for d in "$@"; do
+    case $d in --*) break ;; esac
+    if grep -q 'seed = 3' "$d/experiment.toml"; then
+        echo "error: $d/experiment.toml: trainer.lr: must be positive" > "$d/log.txt"
+        failed=1
+        continue
+    fi
+    printf 'virtual_time_s,version,accuracy,loss\n1,1,0.5,1.0\n' > "$d/metrics.csv"
+    : > "$d/events.jsonl"
+    echo '{"best_accuracy":0.5,"final_accuracy":0.5,"final_loss":1.0,"wall_time_s":1.0}' > "$d/summary.json"
+    echo "final accuracy 0.5" > "$d/log.txt"
+done
+exit $failed
+"#;
+
+    #[test]
+    fn a_pack_records_its_finished_runs_and_fails_only_the_run_that_failed() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let fl = tmp.path().join("fl");
+        std::fs::write(&fl, FAKE_FL_PACK).unwrap();
+        std::fs::set_permissions(&fl, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let runs: Vec<PlannedRun> = (1..=4)
+            .map(|seed| PlannedRun {
+                key: format!("d-a0.1/r{seed}"),
+                seed,
+                ..PlannedRun::example(&tmp.path().join(format!("runs/r{seed}")), &format!("seed = {seed}\n"))
+            })
+            .collect();
+        let records = tmp.path().join("records");
+        let runner = Runner {
+            fl,
+            device: "cpu".into(),
+            jobs: 1,
+            pack: 2,
+            workers: 1,
+            records: Records { root: records.clone(), shared: Vec::new() },
+        };
+        let failed = runner.run_all(&runs);
+        assert_eq!(failed, vec![("d-a0.1/r3".to_string(), runs[2].dir.clone())]);
+        for (i, run) in runs.iter().enumerate() {
+            assert_eq!(is_done(run), i != 2, "run {}", i + 1);
+            assert_eq!(Records::find(&records, run).is_some(), i != 2, "record of run {}", i + 1);
+        }
+        assert!(std::fs::read_to_string(runs[2].dir.join(LOG_FILE)).unwrap().contains("lr"));
+    }
 }

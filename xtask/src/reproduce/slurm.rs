@@ -349,6 +349,7 @@ echo '{"best_accuracy":0.5,"final_accuracy":0.5,"final_loss":1.0,"wall_time_s":1
             fl: f.fl.clone(),
             device: "cpu".into(),
             jobs: 1,
+            pack: 1,
             workers: 2,
             records: Records { root: f.tmp.path().join("records"), shared: Vec::new() },
         };
