@@ -9,7 +9,9 @@
 //! - (c) where CUDA is available, (a) and (b) on the GPU against the CPU;
 //! - (d) the FLOP efficiency of the kdd23 cell: its useful FLOP/s (forward and weight gradients,
 //!   twice the forward FLOPs of each sample pass, from the model's shapes) over the FLOP/s of
-//!   one large matrix product on the same device and threads.
+//!   one large matrix product on the same device and threads;
+//! - (e) on CUDA, 8 kdd23 cells (the cell at 8 seeds) as one pack (`fl pack`, their cohorts
+//!   merged) against the cell alone: rounds per second summed over the runs.
 //!
 //! Wall times exclude data loading on both sides. Run it while nothing else uses the machine.
 
@@ -18,6 +20,7 @@ use std::process::Command;
 
 use fl_bench::MlpWorkload;
 use fl_core::engine::cohort::Batching;
+use fl_core::engine::pack::RunPack;
 use fl_core::tch::{Cuda, Device, Kind, Tensor};
 use fl_core::trainer::reference::ReferenceSgd;
 use fl_core::{Experiment, RunOptions};
@@ -53,6 +56,29 @@ fn simulate(file: &str, device: Device, workers: usize, batching: Batching) -> (
     let mut sim = experiment.build(&opts).expect("benchmark experiment builds (MNIST fetched by setup)");
     let (summary, secs) = time(|| sim.run(&mut ()).expect("benchmark run"));
     (secs, summary.final_accuracy, summary.aggregations)
+}
+
+/// Rounds per second of `runs` kdd23 cells (seeds 1, 2, …) in one pack on `device`, summed
+/// over the runs (data loading excluded).
+fn packed_cells(device: Device, runs: u64) -> f64 {
+    let opts = RunOptions { device, workers: 1, data_dir: fl_build::data_dir() };
+    let pack = RunPack::new();
+    let mut sims = Vec::new();
+    for seed in 1..=runs {
+        let mut e = Experiment::from_file(&here("experiments/kdd23-cell.toml")).expect("benchmark experiment parses");
+        e.seed = seed;
+        sims.push(e.build_in(&opts, &pack).expect("benchmark experiment builds"));
+    }
+    let (rounds, secs) = time(|| {
+        std::thread::scope(|s| {
+            let runs: Vec<_> = sims
+                .iter_mut()
+                .map(|sim| s.spawn(move || sim.run(&mut ()).expect("benchmark run").aggregations))
+                .collect();
+            runs.into_iter().map(|r| r.join().expect("run thread")).sum::<u64>()
+        })
+    });
+    rounds as f64 / secs
 }
 
 /// The PyTorch loop's seconds and final accuracy.
@@ -138,6 +164,12 @@ fn report(device: Device, workers: usize) {
     println!("    useful               {:>8.1} GFLOP/s", useful / 1e9);
     println!("    2048^3 matmul        {:>8.1} GFLOP/s", peak / 1e9);
     println!("    efficiency           {:>8.1} %", 100.0 * useful / peak);
+    if device.is_cuda() {
+        let packed = packed_cells(device, 8);
+        println!("(e) 8 kdd23 cells in one pack (seeds 1-8), their cohorts merged");
+        println!("    pack                 {packed:>8.3} rounds/s (all runs)");
+        println!("    ratio to one alone   {:>8.2}x", packed * cohort_s / rounds);
+    }
 }
 
 fn main() {

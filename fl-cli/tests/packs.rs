@@ -78,11 +78,13 @@ fn run_alone(e: &Experiment) -> ParamSet {
 /// Runs `experiments` as one pack; returns each run's global model and the pack's counts.
 fn run_packed(experiments: &[Experiment]) -> (Vec<ParamSet>, fl_core::engine::pack::PackStats) {
     let pack = RunPack::new();
-    let sims: Vec<Simulation> = experiments.iter().map(|e| e.build_in(&options(), &pack).unwrap()).collect();
+    let mut sims: Vec<Simulation> = experiments.iter().map(|e| e.build_in(&options(), &pack).unwrap()).collect();
+    // The simulations outlive their runs (borrowed, not moved, into the threads): a run
+    // leaves the pack when it ends, not when it is dropped, or the longer runs would wait.
     let globals = std::thread::scope(|s| {
         let runs: Vec<_> = sims
-            .into_iter()
-            .map(|mut sim| {
+            .iter_mut()
+            .map(|sim| {
                 s.spawn(move || {
                     sim.run(&mut ()).unwrap();
                     sim.global().shallow_clone()

@@ -473,8 +473,15 @@ impl Simulation {
         self.world.version
     }
 
-    /// Runs to the end, reporting each evaluation to `observer`.
+    /// Runs to the end, reporting each evaluation to `observer`. A run of a pack leaves it at
+    /// the end, failed or not, so that the others no longer wait for it.
     pub fn run(&mut self, observer: &mut dyn Observer) -> Result<Summary> {
+        let summary = self.run_events(observer);
+        self.world.pack = None;
+        summary
+    }
+
+    fn run_events(&mut self, observer: &mut dyn Observer) -> Result<Summary> {
         tch::set_num_threads(1);
         let planned = self.planned_aggregations();
         let w = &mut self.world;
