@@ -1,0 +1,26 @@
+#!/bin/bash
+# The GPU figures of README's "Packs of runs" table, on a machine with a CUDA libtorch and
+# MNIST in $FL_DATA_DIR, from the repository root:
+#   fl-bench/scripts/gpu_checks.sh FL_BINARY PACK_DIR [SECONDS]
+# PACK_DIR holds prepared run directories (each with an experiment.toml), for example the
+# kdd23 full MNIST column from
+#   cargo xtask reproduce kdd23 --scale full --only mnist --emit slurm DIR --out OUT
+# (DIR/experiments/<i>.toml copied to PACK_DIR/<i>/experiment.toml). Prints the quickstart's
+# wall time on CUDA and on CPU, then runs PACK_DIR as one pack for at most SECONDS (default
+# 320) and prints how many rounds each run reached and the GPU's utilisation meanwhile. The
+# end-to-end ratios are `cargo xtask bench` (or its end_to_end binary with FL_BENCH_DIR set).
+set -u
+fl=$1 dir=$2 seconds=${3:-320}
+for device in cuda cpu; do
+    out=$(mktemp -d)
+    echo "quickstart $device: $("$fl" run experiments/quickstart.toml --out "$out" --device "$device" --quiet | head -1)"
+done
+nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader -l 10 > "$dir/gpu-utilisation.txt" &
+smi=$!
+start=$(date +%s)
+(cd "$dir" && timeout "$seconds" "$fl" pack $(ls -d */) --device cuda --workers 1 > pack.txt 2>&1)
+echo "pack: exit status $?, $(( $(date +%s) - start )) s"
+kill $smi
+for run in "$dir"/*/; do echo "$(( $(wc -l < "$run/metrics.csv") - 1 ))"; done | sort -n | uniq -c |
+    awk '{print "  " $1 " run(s) at " $2 " round(s)"}'
+echo "GPU utilisation and memory every 10 s: $(tr '\n' ';' < "$dir/gpu-utilisation.txt")"
