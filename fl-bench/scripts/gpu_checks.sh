@@ -21,6 +21,6 @@ start=$(date +%s)
 (cd "$dir" && timeout "$seconds" "$fl" pack $(ls -d */) --device cuda --workers 1 > pack.txt 2>&1)
 echo "pack: exit status $?, $(( $(date +%s) - start )) s"
 kill $smi
-for run in "$dir"/*/; do echo "$(( $(wc -l < "$run/metrics.csv") - 1 ))"; done | sort -n | uniq -c |
+for run in "$dir"/*/; do echo "$(( $(wc -l < "$run/metrics.csv") - 2 ))"; done | sort -n | uniq -c |
     awk '{print "  " $1 " run(s) at " $2 " round(s)"}'
 echo "GPU utilisation and memory every 10 s: $(tr '\n' ';' < "$dir/gpu-utilisation.txt")"
