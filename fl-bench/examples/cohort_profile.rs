@@ -38,7 +38,8 @@ fn main() {
     let (k, b, steps) = (arg(1, 670), arg(2, 128), arg(3, 10) as usize);
     let spec = DataSpec { input_shape: vec![1, 28, 28], classes: 10, vocab_size: None };
     let registry = Registry::get().expect("registry");
-    let Builder::Model(build) = registry.component(fl_core::Kind::Model, "mlp", "args", "model").expect("mlp").build
+    let Builder::Model(build) =
+        registry.component(fl_core::ComponentKind::Model, "mlp", "args", "model").expect("mlp").build
     else {
         unreachable!("registry keys builders by kind")
     };

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use fl_core::registry::{Builder, Kind, Params, Registry};
+use fl_core::registry::{Builder, ComponentKind, Params, Registry};
 use fl_core::rng::{self, TensorNoise};
 use fl_core::tch::{Device, Kind as TKind, Tensor};
 use fl_core::trainer::sgd::{Sgd, SgdConfig};
@@ -28,7 +28,7 @@ impl MlpWorkload {
     pub fn new(samples: usize) -> Self {
         let registry = Registry::get().expect("registry");
         let spec = DataSpec { input_shape: vec![1, 28, 28], classes: 10, vocab_size: None };
-        let comp = registry.component(Kind::Model, "mlp", "bench", "model").expect("mlp is registered");
+        let comp = registry.component(ComponentKind::Model, "mlp", "bench", "model").expect("mlp is registered");
         let Builder::Model(build) = comp.build else { unreachable!("registry keys builders by kind") };
         let mut table = fl_core::toml::Table::new();
         table.insert("hidden".into(), fl_core::toml::Value::Array(vec![200.into()]));

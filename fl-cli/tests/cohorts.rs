@@ -11,7 +11,7 @@ use fl_core::engine::cohort::Batching;
 use fl_core::tch::Device;
 use fl_core::trainer::reference::ReferenceSgd;
 use fl_core::trainer::sgd::SgdConfig;
-use fl_core::{Experiment, Kind, ParamSet, RunOptions, Simulation};
+use fl_core::{ComponentKind, Experiment, ParamSet, RunOptions, Simulation};
 
 use fl_algos as _;
 use fl_data as _;
@@ -68,7 +68,7 @@ fn run(experiment: &Experiment, mode: Mode) -> (ParamSet, f64) {
     e.run.batching = if mode == Mode::Cohorts { Batching::On } else { Batching::Off };
     let mut setup: Setup = e.setup(&RunOptions { device: Device::Cpu, workers: 2, data_dir: dir }).unwrap();
     if mode == Mode::Reference {
-        let cfg: SgdConfig = e.choice(Kind::Trainer).params.parse().unwrap();
+        let cfg: SgdConfig = e.choice(ComponentKind::Trainer).params.parse().unwrap();
         setup.trainer = Arc::new(ReferenceSgd::new(cfg));
     }
     let mut sim = Simulation::new(setup).unwrap();

@@ -26,7 +26,7 @@ use crate::engine::pack::RunPack;
 use crate::engine::{EvalConfig, RunConfig, Setup, Simulation};
 use crate::error::{Error, Result};
 use crate::profile::DevicesConfig;
-use crate::registry::{Builder, DataContext, Kind, Params, Registry, nearest};
+use crate::registry::{Builder, ComponentKind, DataContext, Params, Registry, nearest};
 use crate::rng::{self, tag};
 
 const TOP_LEVEL_KEYS: [&str; 15] = [
@@ -48,13 +48,13 @@ const TOP_LEVEL_KEYS: [&str; 15] = [
 ];
 
 /// Component used for a kind when neither the method nor the file names one.
-fn fallback(kind: Kind) -> Option<&'static str> {
+fn fallback(kind: ComponentKind) -> Option<&'static str> {
     match kind {
-        Kind::Partitioner => Some("iid"),
-        Kind::Trainer => Some("sgd"),
-        Kind::MaskPolicy => Some("full"),
-        Kind::Staleness => Some("constant"),
-        Kind::Dataset | Kind::Model | Kind::Scheduler | Kind::Aggregator => None,
+        ComponentKind::Partitioner => Some("iid"),
+        ComponentKind::Trainer => Some("sgd"),
+        ComponentKind::MaskPolicy => Some("full"),
+        ComponentKind::Staleness => Some("constant"),
+        ComponentKind::Dataset | ComponentKind::Model | ComponentKind::Scheduler | ComponentKind::Aggregator => None,
     }
 }
 
@@ -73,7 +73,7 @@ pub struct Experiment {
     pub seed: u64,
     pub method: Option<String>,
     pub clients: usize,
-    pub components: BTreeMap<Kind, Choice>,
+    pub components: BTreeMap<ComponentKind, Choice>,
     pub devices: DevicesConfig,
     pub eval: EvalConfig,
     pub run: RunConfig,
@@ -122,7 +122,7 @@ impl Experiment {
             None => toml::Table::new(),
         };
         let mut components = BTreeMap::new();
-        for kind in Kind::ALL {
+        for kind in ComponentKind::ALL {
             let section = kind.section();
             let from_preset = table_at(&preset, section, &format!("method `{}`", method.as_deref().unwrap_or("")))?;
             let from_file = table_at(&doc, section, file)?;
@@ -178,7 +178,7 @@ impl Experiment {
         Ok(Experiment { file: file.into(), name, seed, method, clients, components, devices, eval, run })
     }
 
-    pub fn choice(&self, kind: Kind) -> &Choice {
+    pub fn choice(&self, kind: ComponentKind) -> &Choice {
         &self.components[&kind]
     }
 
@@ -215,13 +215,15 @@ impl Experiment {
     /// runs of equal sections, and its cohorts train together with theirs (see [`RunPack`]).
     pub fn build_in(&self, opts: &RunOptions, pack: &RunPack) -> Result<Simulation> {
         let setup = self.setup_with(opts, Some(pack))?;
-        let key = [Kind::Trainer, Kind::Model, Kind::Dataset].map(|k| self.section_key(k)).join("\n");
+        let key = [ComponentKind::Trainer, ComponentKind::Model, ComponentKind::Dataset]
+            .map(|k| self.section_key(k))
+            .join("\n");
         let member = pack.join(format!("{key}\nseed {}", self.seed))?;
         Simulation::with_pack(setup, Some(member))
     }
 
     /// A section's component and parameters as one string: equal strings build equal components.
-    fn section_key(&self, kind: Kind) -> String {
+    fn section_key(&self, kind: ComponentKind) -> String {
         let c = self.choice(kind);
         format!("[{}] {} {}", kind.section(), c.name, c.params.table)
     }
@@ -234,14 +236,14 @@ impl Experiment {
 
     fn setup_with(&self, opts: &RunOptions, pack: Option<&RunPack>) -> Result<Setup> {
         let registry = Registry::get()?;
-        let get = |kind: Kind| {
+        let get = |kind: ComponentKind| {
             let c = self.choice(kind);
             registry.component(kind, &c.name, &self.file, kind.section()).map(|comp| (comp.build, &c.params))
         };
         // Calls the constructor registered for a kind (the registry keys builders by kind).
         macro_rules! build {
             ($kind:ident $(, $arg:expr)*) => {
-                match get(Kind::$kind)? {
+                match get(ComponentKind::$kind)? {
                     (Builder::$kind(f), p) => f(p $(, $arg)*)?,
                     _ => unreachable!("registry keys builders by kind"),
                 }
@@ -250,7 +252,9 @@ impl Experiment {
         let data_ctx = DataContext { data_dir: opts.data_dir.clone(), device: opts.device, seed: self.seed };
         let load = || Ok(build!(Dataset, &data_ctx));
         let FederatedData { train, test, spec, natural_partition } = match pack {
-            Some(pack) => pack.dataset(format!("{}\nseed {}", self.section_key(Kind::Dataset), self.seed), load)?,
+            Some(pack) => {
+                pack.dataset(format!("{}\nseed {}", self.section_key(ComponentKind::Dataset), self.seed), load)?
+            }
             None => load()?,
         };
         let partition = match natural_partition {
@@ -261,7 +265,7 @@ impl Experiment {
                         key: "clients".into(),
                         message: format!(
                             "dataset `{}` is split among {} clients",
-                            self.choice(Kind::Dataset).name,
+                            self.choice(ComponentKind::Dataset).name,
                             p.len()
                         ),
                     });
@@ -280,8 +284,8 @@ impl Experiment {
                 Some(pack) => pack.model(
                     format!(
                         "{}\n{}\nseed {}",
-                        self.section_key(Kind::Model),
-                        self.section_key(Kind::Dataset),
+                        self.section_key(ComponentKind::Model),
+                        self.section_key(ComponentKind::Dataset),
                         self.seed
                     ),
                     || Ok(build!(Model, &spec)),

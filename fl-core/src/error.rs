@@ -1,6 +1,6 @@
 //! The error type of `fl-core`: each message names the operation and the offending value.
 
-use crate::registry::Kind;
+use crate::component_kind::ComponentKind;
 
 /// Result alias used throughout `fl-core` and by component constructors.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -12,10 +12,10 @@ pub enum Error {
     Config { file: String, key: String, message: String },
     /// A component name that nothing registered.
     #[error("{file}: key `{key}`: unknown {kind} `{name}`; registered {kind}s, nearest first: {}", .valid.join(", "))]
-    UnknownComponent { file: String, key: String, kind: Kind, name: String, valid: Vec<String> },
+    UnknownComponent { file: String, key: String, kind: ComponentKind, name: String, valid: Vec<String> },
     /// Two registrations with the same kind and name.
     #[error("duplicate {kind} `{name}` registered (by {first} and {second})")]
-    DuplicateComponent { kind: Kind, name: String, first: &'static str, second: &'static str },
+    DuplicateComponent { kind: ComponentKind, name: String, first: &'static str, second: &'static str },
     /// An argument that violates a documented contract (shapes, indices, counts).
     #[error("{0}")]
     Invalid(String),

@@ -6,7 +6,6 @@
 //! unknown name is an error listing the registered names, nearest first.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
@@ -15,6 +14,7 @@ use serde::de::DeserializeOwned;
 use tch::Device;
 
 use crate::aggregator::Aggregator;
+pub use crate::component_kind::ComponentKind;
 use crate::data::{DataSpec, FederatedData, Partitioner};
 use crate::error::{Error, Result};
 use crate::mask_policy::MaskPolicy;
@@ -22,63 +22,6 @@ use crate::model::Model;
 use crate::scheduler::Scheduler;
 use crate::staleness::StalenessFn;
 use crate::trainer::LocalTrainer;
-
-/// Component kinds, in the order `fl list` prints them. The name is the experiment file's
-/// section key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Kind {
-    Dataset,
-    Partitioner,
-    Model,
-    Trainer,
-    MaskPolicy,
-    Scheduler,
-    Aggregator,
-    Staleness,
-}
-
-impl Kind {
-    pub const ALL: [Kind; 8] = [
-        Kind::Dataset,
-        Kind::Partitioner,
-        Kind::Model,
-        Kind::Trainer,
-        Kind::MaskPolicy,
-        Kind::Scheduler,
-        Kind::Aggregator,
-        Kind::Staleness,
-    ];
-
-    /// The experiment file's section for this kind.
-    pub fn section(self) -> &'static str {
-        match self {
-            Kind::Dataset => "dataset",
-            Kind::Partitioner => "partition",
-            Kind::Model => "model",
-            Kind::Trainer => "trainer",
-            Kind::MaskPolicy => "mask",
-            Kind::Scheduler => "scheduler",
-            Kind::Aggregator => "aggregator",
-            Kind::Staleness => "staleness",
-        }
-    }
-}
-
-impl fmt::Display for Kind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let s = match self {
-            Kind::Dataset => "dataset",
-            Kind::Partitioner => "partitioner",
-            Kind::Model => "model",
-            Kind::Trainer => "trainer",
-            Kind::MaskPolicy => "mask policy",
-            Kind::Scheduler => "scheduler",
-            Kind::Aggregator => "aggregator",
-            Kind::Staleness => "staleness function",
-        };
-        f.write_str(s)
-    }
-}
 
 /// What a dataset constructor gets besides its parameters.
 #[derive(Debug, Clone)]
@@ -102,16 +45,16 @@ pub enum Builder {
 }
 
 impl Builder {
-    pub fn kind(&self) -> Kind {
+    pub fn kind(&self) -> ComponentKind {
         match self {
-            Builder::Dataset(_) => Kind::Dataset,
-            Builder::Partitioner(_) => Kind::Partitioner,
-            Builder::Model(_) => Kind::Model,
-            Builder::Trainer(_) => Kind::Trainer,
-            Builder::MaskPolicy(_) => Kind::MaskPolicy,
-            Builder::Scheduler(_) => Kind::Scheduler,
-            Builder::Aggregator(_) => Kind::Aggregator,
-            Builder::Staleness(_) => Kind::Staleness,
+            Builder::Dataset(_) => ComponentKind::Dataset,
+            Builder::Partitioner(_) => ComponentKind::Partitioner,
+            Builder::Model(_) => ComponentKind::Model,
+            Builder::Trainer(_) => ComponentKind::Trainer,
+            Builder::MaskPolicy(_) => ComponentKind::MaskPolicy,
+            Builder::Scheduler(_) => ComponentKind::Scheduler,
+            Builder::Aggregator(_) => ComponentKind::Aggregator,
+            Builder::Staleness(_) => ComponentKind::Staleness,
         }
     }
 }
@@ -196,7 +139,7 @@ impl Params {
 
 /// The registry, built once: components by kind and name, methods by name.
 pub struct Registry {
-    components: BTreeMap<Kind, BTreeMap<&'static str, &'static Component>>,
+    components: BTreeMap<ComponentKind, BTreeMap<&'static str, &'static Component>>,
     methods: BTreeMap<&'static str, &'static Method>,
 }
 
@@ -212,7 +155,7 @@ impl Registry {
     }
 
     fn collect() -> Result<Registry> {
-        let mut components: BTreeMap<Kind, BTreeMap<&'static str, &'static Component>> = BTreeMap::new();
+        let mut components: BTreeMap<ComponentKind, BTreeMap<&'static str, &'static Component>> = BTreeMap::new();
         for c in inventory::iter::<Component> {
             let by_name = components.entry(c.build.kind()).or_default();
             if let Some(prev) = by_name.insert(c.name, c) {
@@ -237,7 +180,7 @@ impl Registry {
     }
 
     /// Components of one kind, sorted by name.
-    pub fn components(&self, kind: Kind) -> impl Iterator<Item = &'static Component> + '_ {
+    pub fn components(&self, kind: ComponentKind) -> impl Iterator<Item = &'static Component> + '_ {
         self.components.get(&kind).into_iter().flat_map(|m| m.values().copied())
     }
 
@@ -246,7 +189,7 @@ impl Registry {
     }
 
     /// Looks a component up; `file` and `key` locate the reference for the error message.
-    pub fn component(&self, kind: Kind, name: &str, file: &str, key: &str) -> Result<&'static Component> {
+    pub fn component(&self, kind: ComponentKind, name: &str, file: &str, key: &str) -> Result<&'static Component> {
         self.components.get(&kind).and_then(|m| m.get(name)).copied().ok_or_else(|| Error::UnknownComponent {
             file: file.into(),
             key: key.into(),

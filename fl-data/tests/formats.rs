@@ -305,16 +305,19 @@ fn info_reports_counts_per_class_and_missing_datasets() {
 fn every_component_is_registered() {
     let registry = fl_core::Registry::get().unwrap();
     let names = |kind| registry.components(kind).map(|c| c.name).collect::<Vec<_>>();
-    let datasets = names(fl_core::Kind::Dataset);
+    let datasets = names(fl_core::ComponentKind::Dataset);
     for n in fl_data::DATASET_NAMES {
         assert!(datasets.contains(&n), "{n} not in {datasets:?}");
     }
-    let partitioners = names(fl_core::Kind::Partitioner);
+    let partitioners = names(fl_core::ComponentKind::Partitioner);
     for n in ["iid", "dirichlet", "shards"] {
         assert!(partitioners.contains(&n), "{n} not in {partitioners:?}");
     }
     // Defaults serialise (what `fl list` prints).
-    for c in registry.components(fl_core::Kind::Dataset).chain(registry.components(fl_core::Kind::Partitioner)) {
+    for c in registry
+        .components(fl_core::ComponentKind::Dataset)
+        .chain(registry.components(fl_core::ComponentKind::Partitioner))
+    {
         let _ = (c.defaults)();
     }
 }

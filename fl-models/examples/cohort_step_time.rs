@@ -23,7 +23,8 @@ fn time(f: impl Fn()) -> Duration {
 
 fn model(name: &str, spec: &DataSpec) -> Arc<dyn Model> {
     let registry = Registry::get().expect("registry");
-    let Builder::Model(build) = registry.component(fl_core::Kind::Model, name, "args", "model").expect("model").build
+    let Builder::Model(build) =
+        registry.component(fl_core::ComponentKind::Model, name, "args", "model").expect("model").build
     else {
         unreachable!("registry keys builders by kind")
     };

@@ -16,7 +16,7 @@ use fl_models as _;
 
 fn build(name: &str, table: &str, spec: &DataSpec) -> fl_core::Result<Arc<dyn Model>> {
     let registry = Registry::get()?;
-    let Builder::Model(build) = registry.component(fl_core::Kind::Model, name, "test", "model")?.build else {
+    let Builder::Model(build) = registry.component(fl_core::ComponentKind::Model, name, "test", "model")?.build else {
         unreachable!("registry keys builders by kind")
     };
     build(&Params::new("test", "model", toml::from_str(table).unwrap()), spec)
@@ -105,7 +105,7 @@ fn real_counts(clients: i64, batch: i64, padded: bool, min: i64) -> Vec<i64> {
 fn both_models_are_registered_without_parameters() {
     let registry = Registry::get().unwrap();
     for (name, spec, params) in [("cnn3", image(1, 28), 19_146), ("resnet20", image(3, 32), 272_474)] {
-        let c = registry.component(fl_core::Kind::Model, name, "", "").unwrap();
+        let c = registry.component(fl_core::ComponentKind::Model, name, "", "").unwrap();
         assert!((c.defaults)().is_empty(), "{name}");
         assert_eq!(model(name, &spec).structure().num_params(), params);
         let err = build(name, "width = 2", &spec).err().expect("unknown key").to_string();

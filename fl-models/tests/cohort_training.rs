@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use fl_core::registry::{Builder, Kind, Params, Registry};
+use fl_core::registry::{Builder, ComponentKind, Params, Registry};
 use fl_core::rng::{self, TensorNoise};
 use fl_core::tch::{Device, Kind as TKind, Tensor};
 use fl_core::trainer::reference::ReferenceSgd;
@@ -22,7 +22,7 @@ use fl_models as _;
 
 fn model(name: &str, params: &str, spec: &DataSpec) -> Arc<dyn Model> {
     let registry = Registry::get().unwrap();
-    let Builder::Model(build) = registry.component(Kind::Model, name, "test", "model").unwrap().build else {
+    let Builder::Model(build) = registry.component(ComponentKind::Model, name, "test", "model").unwrap().build else {
         unreachable!("registry keys builders by kind")
     };
     build(&Params::new("test", "model", params.parse().unwrap()), spec).unwrap()

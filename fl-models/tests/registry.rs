@@ -2,7 +2,7 @@
 //! registry, and reject unknown keys and invalid values with errors naming the key.
 
 use fl_core::rng::Rng;
-use fl_core::{Builder, DataSpec, Kind, Mode, Params, Registry, forward_one};
+use fl_core::{Builder, ComponentKind, DataSpec, Mode, Params, Registry, forward_one};
 use rand::SeedableRng;
 use tch::Tensor;
 
@@ -11,7 +11,7 @@ use fl_models as _;
 
 fn build(name: &str, table: &str, spec: &DataSpec) -> fl_core::Result<std::sync::Arc<dyn fl_core::Model>> {
     let registry = Registry::get()?;
-    let c = registry.component(Kind::Model, name, "test.toml", "model.name")?;
+    let c = registry.component(ComponentKind::Model, name, "test.toml", "model.name")?;
     let Builder::Model(build) = c.build else { panic!("`{name}` is not a model") };
     build(&Params::new("test.toml", "model", toml::from_str(table).unwrap()), spec)
 }
@@ -23,18 +23,18 @@ fn mnist() -> DataSpec {
 #[test]
 fn every_model_is_registered_with_defaults() {
     let registry = Registry::get().unwrap();
-    let names: Vec<&str> = registry.components(Kind::Model).map(|c| c.name).collect();
+    let names: Vec<&str> = registry.components(ComponentKind::Model).map(|c| c.name).collect();
     for want in ["fasttext", "lenet5", "mlp"] {
         assert!(names.contains(&want), "`{want}` missing from {names:?}");
     }
-    let mlp = registry.component(Kind::Model, "mlp", "", "").unwrap();
+    let mlp = registry.component(ComponentKind::Model, "mlp", "", "").unwrap();
     let defaults = (mlp.defaults)();
     assert_eq!(defaults["hidden"], toml::Value::Array(vec![toml::Value::Integer(200)]));
     assert_eq!(defaults["dropout"], toml::Value::Float(0.0));
     assert_eq!(defaults["dropout_position"], toml::Value::String("before-relu".into()));
-    let lenet = registry.component(Kind::Model, "lenet5", "", "").unwrap();
+    let lenet = registry.component(ComponentKind::Model, "lenet5", "", "").unwrap();
     assert!((lenet.defaults)().is_empty());
-    let fasttext = registry.component(Kind::Model, "fasttext", "", "").unwrap();
+    let fasttext = registry.component(ComponentKind::Model, "fasttext", "", "").unwrap();
     let defaults = (fasttext.defaults)();
     assert_eq!((defaults["dim"].as_integer(), defaults["hidden"].as_integer()), (Some(128), Some(128)));
 }

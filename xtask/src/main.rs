@@ -9,6 +9,7 @@
 mod commands;
 mod plot;
 mod reproduce;
+mod setup;
 mod util;
 
 use std::process::ExitCode;
@@ -16,7 +17,7 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
-        Some("setup") => commands::setup::run(),
+        Some("setup") => setup::run(),
         Some("run") => commands::run::run(&args[1..]),
         Some("test") => commands::test::run(&args[1..]),
         Some("bench") => commands::bench::run(&args[1..]),

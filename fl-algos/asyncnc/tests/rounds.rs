@@ -14,7 +14,7 @@ use fl_algo_baselines::{SyncRounds, SyncRoundsConfig, WeightedMean, WeightedMean
 use fl_core::engine::{EvalConfig, EvalRecord, RunConfig, Setup};
 use fl_core::mask_policy::FullModel;
 use fl_core::profile::{DevicesConfig, Quantity};
-use fl_core::registry::{Builder, Kind, Params, Registry};
+use fl_core::registry::{Builder, ComponentKind, Params, Registry};
 use fl_core::staleness::Constant;
 use fl_core::tch::Device;
 use fl_core::testing::{TinyLinear, tiny_dataset};
@@ -239,8 +239,10 @@ fn the_event_driven_variant_commits_every_buffer_with_genuine_staleness() {
 
 #[test]
 fn bad_settings_are_errors_naming_the_key() {
-    let component =
-        Registry::get().unwrap().component(Kind::Scheduler, "barrier-rounds", "exp.toml", "scheduler").unwrap();
+    let component = Registry::get()
+        .unwrap()
+        .component(ComponentKind::Scheduler, "barrier-rounds", "exp.toml", "scheduler")
+        .unwrap();
     let Builder::Scheduler(build_scheduler) = component.build else { panic!("a scheduler") };
     let build = |table: &str| {
         let table: fl_core::toml::Table = fl_core::toml::from_str(table).unwrap();
@@ -269,7 +271,7 @@ fn the_event_driven_scheduler_reads_the_barrier_rounds_keys() {
     // An experiment written for `barrier-rounds` (`rounds`, `clients_per_round`) switches to
     // `delayed-async` unchanged; giving a key under both names is an error.
     let component =
-        Registry::get().unwrap().component(Kind::Scheduler, "delayed-async", "exp.toml", "scheduler").unwrap();
+        Registry::get().unwrap().component(ComponentKind::Scheduler, "delayed-async", "exp.toml", "scheduler").unwrap();
     let parse = |table: &str| {
         let table: fl_core::toml::Table = fl_core::toml::from_str(table).unwrap();
         Params::new("exp.toml", "scheduler", table).parse::<DelayedAsyncConfig>()

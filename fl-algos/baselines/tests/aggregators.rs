@@ -5,7 +5,7 @@ use fl_algo_baselines::{
     AsyncMix, AsyncMixConfig, BufferedMean, BufferedMeanConfig, Combine, CoverageMean, CoverageMeanConfig, InverseTime,
     MixTarget, Polynomial, WeightedMean, WeightedMeanConfig, Weighting,
 };
-use fl_core::registry::{Builder, Kind, Params, Registry};
+use fl_core::registry::{Builder, ComponentKind, Params, Registry};
 use fl_core::tch::Tensor;
 use fl_core::{
     AggregateCtx, Aggregator, ClientUpdate, Mask, ParamSet, Staleness, StalenessCtx, StalenessFn, StructuredMask,
@@ -192,7 +192,7 @@ fn every_registered_aggregator_conforms() {
         m.iter().flatten().zip(client_model.iter().flatten()).map(|(p, q)| (p - q).powi(2)).sum()
     };
     let mut names = Vec::new();
-    for c in registry.components(Kind::Aggregator) {
+    for c in registry.components(ComponentKind::Aggregator) {
         let Builder::Aggregator(build) = c.build else { unreachable!("registry keys builders by kind") };
         let make = || build(&Params::new("test", "aggregator", fl_core::toml::Table::new())).unwrap();
         let one = aggregate(&mut *make(), &x, &[a()], &fresh(1));

@@ -4,13 +4,13 @@
 // Referenced so that the crate's registrations are linked into this test binary (inventory
 // issue #50).
 use fl_algo_baselines as _;
-use fl_core::registry::{Builder, Kind, Params, Registry};
+use fl_core::registry::{Builder, ComponentKind, Params, Registry};
 use fl_core::tch::Tensor;
 use fl_core::{ClientUpdate, Mask, ParamSet, StalenessCtx, StalenessFn};
 
 /// The registered staleness function `name`, built from the TOML parameters `params`.
 fn build(name: &str, params: &str) -> Box<dyn StalenessFn> {
-    let c = Registry::get().unwrap().component(Kind::Staleness, name, "test", "staleness").unwrap();
+    let c = Registry::get().unwrap().component(ComponentKind::Staleness, name, "test", "staleness").unwrap();
     let Builder::Staleness(build) = c.build else { unreachable!("registry keys builders by kind") };
     build(&Params::new("test", "staleness", params.parse().unwrap())).unwrap()
 }

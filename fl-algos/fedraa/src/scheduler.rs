@@ -106,7 +106,7 @@ impl AsyncFragments {
 
     fn publish(&self, ctx: &mut SchedCtx) {
         for (j, q) in self.updates.iter().enumerate() {
-            ctx.set_diagnostic(format!("fragment{}_updates", j + 1), *q as f64);
+            ctx.set_diagnostic(&format!("fragment{}_updates", j + 1), *q as f64);
         }
         ctx.set_diagnostic("assign_fallbacks", self.fallbacks as f64);
     }

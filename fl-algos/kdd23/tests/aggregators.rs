@@ -8,7 +8,7 @@
 
 use fl_algo_baselines::{CoverageMean, CoverageMeanConfig, Uncovered, Weighting};
 use fl_algo_kdd23::{Correction, Memory, RamFed, RamFedConfig};
-use fl_core::registry::{Builder, Kind, Params, Registry};
+use fl_core::registry::{Builder, ComponentKind, Params, Registry};
 use fl_core::tch::Tensor;
 use fl_core::{AggregateCtx, Aggregator, ClientUpdate, Mask, ParamSet, Staleness};
 
@@ -84,7 +84,8 @@ fn oap_zeroes_uncovered_coordinates() {
 fn oap_by_name_weighs_uniformly_and_zeroes_uncovered_coordinates() {
     // The clients hold 100, 200 and 300 samples: only uniform weights give the golden values.
     let registry = Registry::get().unwrap();
-    let c = registry.component(Kind::Aggregator, "coverage-mean-zero-uncovered", "test", "aggregator").unwrap();
+    let c =
+        registry.component(ComponentKind::Aggregator, "coverage-mean-zero-uncovered", "test", "aggregator").unwrap();
     let Builder::Aggregator(build) = c.build else { unreachable!("registry keys builders by kind") };
     let mut agg = build(&Params::new("test", "aggregator", fl_core::toml::Table::new())).unwrap();
     assert_close(&run(&mut *agg), &[0.7, 1.8, 3.9, 0.0]);
@@ -147,7 +148,7 @@ fn ram_fed_code_shared_memory_refreshes_in_client_order() {
 #[test]
 fn ram_fed_code_shared_memory_needs_the_codes_correction() {
     let registry = Registry::get().unwrap();
-    let c = registry.component(Kind::Aggregator, "ram-fed", "test", "aggregator").unwrap();
+    let c = registry.component(ComponentKind::Aggregator, "ram-fed", "test", "aggregator").unwrap();
     let Builder::Aggregator(build) = c.build else { unreachable!("registry keys builders by kind") };
     let table = |text: &str| -> fl_core::toml::Table { fl_core::toml::from_str(text).unwrap() };
     let err = build(&Params::new("exp.toml", "aggregator", table("memory = \"code-shared\"")))

@@ -3,18 +3,18 @@
 use std::fmt::Write as _;
 
 use anyhow::{Result, bail};
-use fl_core::registry::{Kind, Registry, nearest};
+use fl_core::registry::{ComponentKind, Registry, nearest};
 
 pub fn list(only: Option<&str>) -> Result<()> {
     let registry = Registry::get()?;
-    let sections: Vec<&str> = Kind::ALL.iter().map(|k| k.section()).chain(["method"]).collect();
+    let sections: Vec<&str> = ComponentKind::ALL.iter().map(|k| k.section()).chain(["method"]).collect();
     if let Some(k) = only {
         if !sections.contains(&k) {
             bail!("unknown kind `{k}`; kinds, nearest first: {}", nearest(k, sections.iter().copied()).join(", "));
         }
     }
     let mut out = String::new();
-    for kind in Kind::ALL {
+    for kind in ComponentKind::ALL {
         if only.is_some_and(|k| k != kind.section()) {
             continue;
         }

@@ -33,7 +33,7 @@ use crate::model::Model;
 use crate::params::ParamSet;
 use crate::profile::{DeviceProfile, DevicesConfig, JobCost, Phases, train_flops};
 use crate::rng::{self, Rng, TensorNoise, tag};
-use crate::scheduler::Scheduler;
+use crate::scheduler::{JobStart, Scheduler, SchedulingContext};
 use crate::split::SplitPoint;
 use crate::staleness::{StalenessCtx, StalenessFn};
 use crate::trainer::{LocalTrainer, PullInfo, TrainJob, TrainOutcome, TrainSession};
@@ -74,26 +74,6 @@ enum Event {
 }
 
 type SessionHandle = JobHandle<Result<Box<dyn TrainSession>>>;
-
-/// How a job starts, beyond [`SchedCtx::dispatch`]'s defaults (the current global model, no
-/// wait, no delay for the trainer).
-#[derive(Default)]
-pub struct JobStart {
-    /// Train from this model, tagged with its version, instead of the current global model:
-    /// a stale start from the scheduler's history of global models (the update's staleness is
-    /// then the versions since), or a client's own persistent model.
-    pub from: Option<(u64, ParamSet)>,
-    /// Virtual seconds the client waits before its download starts (a network or
-    /// availability delay drawn by the scheduler).
-    pub wait_s: f64,
-    /// The delay d the trainer's delay-aware learning rate reads ([`TrainJob::delay`]).
-    pub delay: f64,
-    /// Draws the job stands for ([`ClientUpdate::multiplicity`]); 0 is taken as 1.
-    pub multiplicity: u32,
-    /// Allow the job although the client is already training: a second draw of the same
-    /// client in one round, as sampling with replacement makes, trains as a job of its own.
-    pub concurrent: bool,
-}
 
 /// Where a job's training stands.
 enum Work {
@@ -198,77 +178,70 @@ pub(crate) struct World {
     sched_diagnostics: BTreeMap<String, f64>,
 }
 
-/// The scheduler's handle on the simulation: queries and immediate actions.
-pub struct SchedCtx<'a> {
+/// The engine's side of [`SchedulingContext`]: the run and the observer of its evaluations.
+struct Host<'a> {
     world: &'a mut World,
     observer: &'a mut dyn Observer,
 }
 
-impl SchedCtx<'_> {
-    pub fn now(&self) -> Tick {
+impl SchedulingContext for Host<'_> {
+    fn now(&self) -> Tick {
         self.world.now
     }
 
-    pub fn now_s(&self) -> f64 {
+    fn now_s(&self) -> f64 {
         seconds(self.world.now)
     }
 
-    /// Current global model version (number of aggregations so far).
-    pub fn version(&self) -> u64 {
+    fn version(&self) -> u64 {
         self.world.version
     }
 
-    pub fn num_clients(&self) -> usize {
+    fn num_clients(&self) -> usize {
         self.world.clients.len()
     }
 
-    pub fn is_busy(&self, client: usize) -> bool {
+    fn is_busy(&self, client: usize) -> bool {
         self.world.clients[client].running > 0
     }
 
-    /// Clients not training right now, in id order.
-    pub fn idle_clients(&self) -> Vec<usize> {
+    fn idle_clients(&self) -> Vec<usize> {
         (0..self.world.clients.len()).filter(|&c| self.world.clients[c].running == 0).collect()
     }
 
-    pub fn in_flight(&self) -> usize {
+    fn in_flight(&self) -> usize {
         self.world.in_flight.len()
     }
 
-    /// Updates that arrived and were not aggregated yet: (client, base version).
-    pub fn pending(&self) -> Vec<(usize, u64)> {
+    fn pending(&self) -> Vec<(usize, u64)> {
         self.world.pending.iter().map(|u| (u.client, u.base_version)).collect()
     }
 
-    pub fn pending_len(&self) -> usize {
+    fn pending_len(&self) -> usize {
         self.world.pending.len()
     }
 
-    pub fn profile(&self, client: usize) -> &DeviceProfile {
+    fn profile(&self, client: usize) -> &DeviceProfile {
         &self.world.profiles[client]
     }
 
-    pub fn samples(&self, client: usize) -> usize {
+    fn samples(&self, client: usize) -> usize {
         self.world.clients[client].samples
     }
 
-    pub fn global(&self) -> &ParamSet {
+    fn global(&self) -> &ParamSet {
         &self.world.global
     }
 
-    /// The scheduler's own random stream.
-    pub fn rng(&mut self) -> &mut Rng {
+    fn rng(&mut self) -> &mut Rng {
         &mut self.world.sched_rng
     }
 
-    /// Starts a job for an idle client with the current global model.
-    pub fn dispatch(&mut self, client: usize) -> Result<()> {
+    fn dispatch(&mut self, client: usize) -> Result<()> {
         self.world.dispatch(client, None, None, JobStart::default())
     }
 
-    /// Starts a job for an idle client as `start` says (a stale or own start model, a wait
-    /// before it starts, a delay for the trainer).
-    pub fn dispatch_job(&mut self, client: usize, start: JobStart) -> Result<()> {
+    fn dispatch_job(&mut self, client: usize, start: JobStart) -> Result<()> {
         if !(start.wait_s >= 0.0 && start.wait_s.is_finite()) {
             return Err(Error::invalid(format!("dispatch: wait_s must be finite and ≥ 0, got {}", start.wait_s)));
         }
@@ -286,31 +259,24 @@ impl SchedCtx<'_> {
         self.world.dispatch(client, None, None, start)
     }
 
-    /// Updates that arrived and were not aggregated yet, in arrival order.
-    pub fn pending_updates(&self) -> &[ClientUpdate] {
+    fn pending_updates(&self) -> &[ClientUpdate] {
         &self.world.pending
     }
 
-    /// A freshly initialised model (the model's initialisation drawn from the run's stream
-    /// for `key`), on the run's device: a client's own independent start.
-    pub fn fresh_model(&self, key: u64) -> ParamSet {
+    fn fresh_model(&self, key: u64) -> ParamSet {
         let device = self.world.global.tensors().first().map_or(Device::Cpu, Tensor::device);
         self.world.model.init(&mut rng::stream(self.world.seed, &[tag::MODEL_INIT, 1, key])).to_device(device)
     }
 
-    /// Alternatives the mask policy offers (Fed-RAA's fragments); 0 if it decides alone.
-    pub fn mask_choices(&self) -> usize {
+    fn mask_choices(&self) -> usize {
         self.world.mask_policy.choices()
     }
 
-    /// Like [`SchedCtx::dispatch`], with the mask policy's alternative `choice`.
-    pub fn dispatch_choice(&mut self, client: usize, choice: usize) -> Result<()> {
+    fn dispatch_choice(&mut self, client: usize, choice: usize) -> Result<()> {
         self.world.dispatch(client, None, Some(choice), JobStart::default())
     }
 
-    /// Virtual seconds a job of `client` would take under the mask of `choice`, by the cost
-    /// model the engine times jobs with, without jitter.
-    pub fn job_duration_s(&mut self, client: usize, choice: Option<usize>) -> Result<f64> {
+    fn job_duration_s(&mut self, client: usize, choice: Option<usize>) -> Result<f64> {
         let w = &mut *self.world;
         // Pricing must not advance the policy's stream: it draws from a copy.
         let mut rng = w.mask_rng.clone();
@@ -318,33 +284,27 @@ impl SchedCtx<'_> {
         Ok(w.profiles[client].duration_s(&w.job_cost(client, &mask)))
     }
 
-    /// Sets a scalar diagnostic that every later evaluation logs (per-fragment counts).
-    pub fn set_diagnostic(&mut self, name: impl Into<String>, value: f64) {
-        self.world.sched_diagnostics.insert(name.into(), value);
+    fn set_diagnostic(&mut self, name: &str, value: f64) {
+        self.world.sched_diagnostics.insert(name.to_string(), value);
     }
 
-    /// Starts a job that, after `share` (in (0, 1)) of its local work, asks for the newest
-    /// global model and, if it is newer than its start, downloads it, merges it and goes on.
-    pub fn dispatch_with_pull(&mut self, client: usize, share: f64) -> Result<()> {
+    fn dispatch_with_pull(&mut self, client: usize, share: f64) -> Result<()> {
         if !(share > 0.0 && share < 1.0) {
             return Err(Error::invalid(format!("dispatch_with_pull: share must be in (0, 1), got {share}")));
         }
         self.world.dispatch(client, Some(share), None, JobStart::default())
     }
 
-    /// Merges every pending update into the global model (no-op without pending updates).
-    pub fn aggregate(&mut self) -> Result<()> {
+    fn aggregate(&mut self) -> Result<()> {
         self.world.aggregate(self.observer)
     }
 
-    /// Calls `on_timer(tag)` at virtual time `at` (not before now).
-    pub fn set_timer(&mut self, at: Tick, tag: u64) {
+    fn set_timer(&mut self, at: Tick, tag: u64) {
         let at = at.max(self.world.now);
         self.world.queue.push(at, Event::Timer(tag));
     }
 
-    /// Ends the run after the current event.
-    pub fn stop(&mut self) {
+    fn stop(&mut self) {
         self.world.stopped = true;
     }
 }
@@ -490,7 +450,7 @@ impl Simulation {
             w.queue.push(ticks(every), Event::Eval);
         }
         w.evaluate(observer)?;
-        self.scheduler.on_start(&mut SchedCtx { world: &mut self.world, observer })?;
+        self.scheduler.on_start(&mut Host { world: &mut self.world, observer })?;
         while !self.world.stopped {
             for note in self.world.unsaid.drain(..) {
                 observer.on_note(note);
@@ -506,11 +466,11 @@ impl Simulation {
             match event {
                 Event::Arrival(job) => {
                     let client = self.world.commit(job)?;
-                    self.scheduler.on_arrival(&mut SchedCtx { world: &mut self.world, observer }, client)?;
+                    self.scheduler.on_arrival(&mut Host { world: &mut self.world, observer }, client)?;
                 }
                 Event::Pull(job) => self.world.pull(job)?,
                 Event::Timer(tag) => {
-                    self.scheduler.on_timer(&mut SchedCtx { world: &mut self.world, observer }, tag)?;
+                    self.scheduler.on_timer(&mut Host { world: &mut self.world, observer }, tag)?;
                 }
                 Event::Eval => {
                     let w = &mut self.world;

@@ -6,7 +6,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use fl_core::registry::{Builder, DataContext, Kind, Params, Registry};
+use fl_core::registry::{Builder, ComponentKind, DataContext, Params, Registry};
 use fl_core::tch::Device;
 use fl_core::{FederatedData, Result};
 
@@ -102,7 +102,7 @@ pub fn write_tiny_cifar100(dir: &Path) {
 /// Builds the registered dataset `name` with parameters `table` (TOML) on the CPU.
 pub fn build_dataset(name: &str, table: &str, data_dir: &Path, seed: u64) -> Result<FederatedData> {
     let registry = Registry::get()?;
-    let component = registry.component(Kind::Dataset, name, "test.toml", "dataset.name")?;
+    let component = registry.component(ComponentKind::Dataset, name, "test.toml", "dataset.name")?;
     let params = Params::new("test.toml", "dataset", table.parse::<toml::Table>().unwrap());
     let ctx = DataContext { data_dir: data_dir.to_path_buf(), device: Device::Cpu, seed };
     match component.build {
@@ -114,7 +114,7 @@ pub fn build_dataset(name: &str, table: &str, data_dir: &Path, seed: u64) -> Res
 /// Builds the registered partitioner `name` with parameters `table` (TOML).
 pub fn build_partitioner(name: &str, table: &str) -> Result<Box<dyn fl_core::Partitioner>> {
     let registry = Registry::get()?;
-    let component = registry.component(Kind::Partitioner, name, "test.toml", "partition.name")?;
+    let component = registry.component(ComponentKind::Partitioner, name, "test.toml", "partition.name")?;
     let params = Params::new("test.toml", "partition", table.parse::<toml::Table>().unwrap());
     match component.build {
         Builder::Partitioner(f) => f(&params),

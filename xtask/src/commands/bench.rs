@@ -5,6 +5,6 @@ use anyhow::Result;
 use crate::util::{cargo, run as run_cmd};
 
 pub fn run(args: &[String]) -> Result<()> {
-    super::setup::run()?;
+    crate::setup::run()?;
     run_cmd(cargo().args(["bench", "-p", "fl-bench"]).args(args))
 }

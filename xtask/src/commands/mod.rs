@@ -2,5 +2,4 @@
 
 pub mod bench;
 pub mod run;
-pub mod setup;
 pub mod test;

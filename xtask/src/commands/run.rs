@@ -5,7 +5,7 @@ use anyhow::Result;
 use crate::util::{cargo, run as run_cmd};
 
 pub fn run(args: &[String]) -> Result<()> {
-    super::setup::run()?;
+    crate::setup::run()?;
     run_cmd(
         cargo()
             .args(["run", "--release", "--quiet", "-p", "fl-cli", "--", "run", "experiments/quickstart.toml"])

@@ -10,7 +10,7 @@ use crate::util::{cargo, run as run_cmd};
 const SMOKE: [&str; 3] = ["kdd23", "fedraa", "asyncnc"];
 
 pub fn run(args: &[String]) -> Result<()> {
-    super::setup::run()?;
+    crate::setup::run()?;
     let mut test = cargo();
     test.args(["test", "--workspace", "--release"]).args(args);
     // Idle OpenMP workers of one test would otherwise spin on the cores the next test needs

@@ -159,7 +159,7 @@ pub fn run(args: &[String]) -> Result<()> {
         }
     };
 
-    crate::commands::setup::run()?;
+    crate::setup::run()?;
     run_cmd(cargo().args(["build", "--release", "--quiet", "-p", "fl-cli"]))?;
     let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
     let fl = target.join("release").join("fl");
