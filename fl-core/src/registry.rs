@@ -17,6 +17,7 @@ use crate::aggregator::Aggregator;
 pub use crate::component_kind::ComponentKind;
 use crate::data::{DataSpec, FederatedData, Partitioner};
 use crate::error::{Error, Result};
+use crate::from_config::FromConfig;
 use crate::mask_policy::MaskPolicy;
 use crate::model::Model;
 use crate::scheduler::Scheduler;
@@ -124,6 +125,16 @@ impl Params {
         let c = self.parse()?;
         validate(&c).map_err(|msg| self.invalid(&msg))?;
         Ok(c)
+    }
+
+    /// Parses the section as `T`'s config and builds `T` ([`FromConfig`]); an [`InvalidKey`]
+    /// becomes an error naming the file and the key under this section.
+    pub fn build<T: FromConfig>(&self) -> Result<T> {
+        T::from_config(self.parse()?).map_err(|e| Error::Config {
+            file: self.file.clone(),
+            key: format!("{}.{}", self.section, e.key),
+            message: e.message,
+        })
     }
 
     /// A config error for a `"key: message"` string, keyed under this section.

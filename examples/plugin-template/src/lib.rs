@@ -1,54 +1,38 @@
 //! Template of a third-party plugin crate. Copy this crate, rename it, and register your own
-//! components: each is a type implementing one of fl-core's traits, a serde config struct with
-//! its defaults, and one `inventory::submit!`. Nothing in the workspace needs to change.
+//! components: each is a type implementing one of fl-core's traits and [`fl_core::FromConfig`]
+//! (its section's keys with their defaults), registered in one `fl_core::register!` line.
+//! Nothing in the workspace needs to change.
 //!
-//! This one adds a staleness function, `cutoff` (weight 1 up to a staleness bound, 0 after it:
-//! too-stale updates are ignored), and a method preset using it, `fedasync-cutoff`.
+//! This one adds a staleness function (`cutoff`), an aggregator (`clipped-mean`), a scheduler
+//! (`deadline-rounds`) and a method preset using the last two (`fedavg-deadline`).
 
-use fl_core::registry::{Builder, Component, Method, defaults_of};
-use fl_core::{StalenessCtx, StalenessFn};
-use serde::{Deserialize, Serialize};
+mod clipped_mean;
+mod cutoff;
+mod deadline_rounds;
 
-/// Weight 1 while the staleness is at most `max_versions`, 0 beyond.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Cutoff {
-    pub max_versions: u64,
-}
+pub use clipped_mean::{ClippedMean, ClippedMeanConfig};
+pub use cutoff::Cutoff;
+pub use deadline_rounds::{DeadlineRounds, DeadlineRoundsConfig};
 
-impl Default for Cutoff {
-    fn default() -> Self {
-        Cutoff { max_versions: 4 }
-    }
-}
-
-impl StalenessFn for Cutoff {
-    fn weight(&mut self, ctx: &StalenessCtx) -> f64 {
-        if ctx.versions <= self.max_versions { 1.0 } else { 0.0 }
-    }
-}
+fl_core::register!(Staleness "cutoff" => Cutoff,
+    summary: "1 while staleness ≤ max_versions, else 0 (template plugin)", paper: "");
+fl_core::register!(Aggregator "clipped-mean" => ClippedMean,
+    summary: "sample-weighted mean of deltas clipped to L2 norm max_norm (template plugin)",
+    paper: "McMahan et al., Learning Differentially Private Recurrent Language Models, ICLR 2018");
+fl_core::register!(Scheduler "deadline-rounds" => DeadlineRounds,
+    summary: "aggregate what arrived every deadline_s, then start clients_per_round idle clients (template plugin)",
+    paper: "");
 
 inventory::submit! {
-    Component {
-        name: "cutoff",
-        summary: "1 while staleness ≤ max_versions, else 0 (template plugin)",
-        paper: "",
-        defaults: defaults_of::<Cutoff>,
-        build: Builder::Staleness(|p| Ok(Box::new(p.parse::<Cutoff>()?))),
-        origin: module_path!(),
-    }
-}
-
-inventory::submit! {
-    Method {
-        name: "fedasync-cutoff",
-        summary: "FedAsync that ignores updates staler than 4 versions (template plugin)",
+    fl_core::Method {
+        name: "fedavg-deadline",
+        summary: "FedAvg with clipped deltas, aggregating every 30 virtual seconds (template plugin)",
         paper: "",
         preset: r#"
             [scheduler]
-            name = "async"
+            name = "deadline-rounds"
             [aggregator]
-            name = "async-mix"
+            name = "clipped-mean"
             [staleness]
             name = "cutoff"
         "#,

@@ -1,0 +1,75 @@
+//! Declarative registration: a component is a type built from its section of the experiment
+//! file ([`FromConfig`]), registered in one [`register!`](crate::register) line.
+//!
+//! ```ignore
+//! #[derive(Default, Serialize, Deserialize)]
+//! #[serde(deny_unknown_fields, default)]
+//! pub struct ClippedMeanConfig { pub max_norm: f64 }
+//!
+//! impl FromConfig for ClippedMean {
+//!     type Config = ClippedMeanConfig;
+//!     fn from_config(c: ClippedMeanConfig) -> Result<Self, InvalidKey> {
+//!         if c.max_norm <= 0.0 { return Err(InvalidKey::new("max_norm", "must be positive")); }
+//!         Ok(ClippedMean { max_norm: c.max_norm })
+//!     }
+//! }
+//!
+//! fl_core::register!(Aggregator "clipped-mean" => ClippedMean,
+//!     summary: "weighted mean of deltas clipped to max_norm", paper: "");
+//! ```
+//!
+//! The registry parses the section strictly into `Config` (unknown keys and wrong types are
+//! errors naming the key), fills absent keys from `Config::default()` (which `fl list` also
+//! prints), and turns an [`InvalidKey`] into an error naming the file and the key.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// A configuration key whose value is out of range: the key within the component's section
+/// and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{key}: {message}")]
+pub struct InvalidKey {
+    pub key: String,
+    pub message: String,
+}
+
+impl InvalidKey {
+    pub fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
+        InvalidKey { key: key.into(), message: message.into() }
+    }
+}
+
+/// A component built from its section of the experiment file.
+pub trait FromConfig: Sized {
+    /// The section's keys with their defaults (`#[serde(deny_unknown_fields, default)]`).
+    type Config: Default + Serialize + DeserializeOwned;
+
+    /// Checks the values and builds the component.
+    fn from_config(config: Self::Config) -> Result<Self, InvalidKey>;
+}
+
+/// Registers a [`FromConfig`] component of a kind whose constructor reads only its section
+/// (partitioner, trainer, mask policy, scheduler, aggregator, staleness function):
+/// `register!(Kind "name" => Type, summary: "…", paper: "…");`.
+#[macro_export]
+macro_rules! register {
+    ($kind:ident $name:literal => $ty:ty, summary: $summary:expr, paper: $paper:expr $(,)?) => {
+        $crate::inventory::submit! {
+            $crate::registry::Component {
+                name: $name,
+                summary: $summary,
+                paper: $paper,
+                defaults: $crate::registry::defaults_of::<<$ty as $crate::from_config::FromConfig>::Config>,
+                build: $crate::registry::Builder::$kind(|p| Ok($crate::register!(@wrap $kind p.build::<$ty>()?))),
+                origin: module_path!(),
+            }
+        }
+    };
+    (@wrap Trainer $built:expr) => {
+        ::std::sync::Arc::new($built)
+    };
+    (@wrap $kind:ident $built:expr) => {
+        ::std::boxed::Box::new($built)
+    };
+}
