@@ -4,54 +4,43 @@
 
 use std::sync::Arc;
 
+use crate::from_config::{FromConfig, InvalidKey, NoParams};
 use crate::mask_policy::FullModel;
-use crate::registry::{Builder, Component, Params, defaults_of};
+use crate::registry::{Builder, Component, Params};
 use crate::staleness::Constant;
 use crate::trainer::sgd::{Optimizer, Sgd, SgdConfig};
 
-fn no_params() -> toml::Table {
-    toml::Table::new()
-}
+impl FromConfig for FullModel {
+    type Config = NoParams;
 
-inventory::submit! {
-    Component {
-        name: "full",
-        summary: "every client trains the whole model",
-        paper: "",
-        defaults: no_params,
-        build: Builder::MaskPolicy(|p| {
-            p.parse::<Empty>()?;
-            Ok(Box::new(FullModel))
-        }),
-        origin: module_path!(),
+    fn from_config(_: NoParams) -> Result<Self, InvalidKey> {
+        Ok(FullModel)
     }
 }
 
-inventory::submit! {
-    Component {
-        name: "constant",
-        summary: "staleness weight 1 whatever the staleness",
-        paper: "",
-        defaults: no_params,
-        build: Builder::Staleness(|p| {
-            p.parse::<Empty>()?;
-            Ok(Box::new(Constant))
-        }),
-        origin: module_path!(),
+impl FromConfig for Constant {
+    type Config = NoParams;
+
+    fn from_config(_: NoParams) -> Result<Self, InvalidKey> {
+        Ok(Constant)
     }
 }
 
-inventory::submit! {
-    Component {
-        name: "sgd",
-        summary: "mini-batch SGD (momentum, weight decay, FedProx proximal term μ, gradient masking)",
-        paper: "",
-        defaults: defaults_of::<SgdConfig>,
-        build: Builder::Trainer(|p| Ok(Arc::new(Sgd::new(p.parse_valid(SgdConfig::validate)?)))),
-        origin: module_path!(),
+impl FromConfig for Sgd {
+    type Config = SgdConfig;
+
+    fn from_config(cfg: SgdConfig) -> Result<Self, InvalidKey> {
+        cfg.validate()?;
+        Ok(Sgd::new(cfg))
     }
 }
 
+crate::register!(MaskPolicy "full" => FullModel, summary: "every client trains the whole model", paper: "");
+crate::register!(Staleness "constant" => Constant, summary: "staleness weight 1 whatever the staleness", paper: "");
+crate::register!(Trainer "sgd" => Sgd,
+    summary: "mini-batch SGD (momentum, weight decay, FedProx proximal term μ, gradient masking)", paper: "");
+
+// `adam` is the same trainer with other defaults, which one `FromConfig` type cannot declare.
 inventory::submit! {
     Component {
         name: "adam",
@@ -61,8 +50,7 @@ inventory::submit! {
         build: Builder::Trainer(|p| {
             let mut table = adam_defaults();
             table.extend(p.table.clone());
-            let p = Params::new(p.file.clone(), p.section.clone(), table);
-            Ok(Arc::new(Sgd::new(p.parse_valid(SgdConfig::validate)?)))
+            Ok(Arc::new(Params::new(p.file.clone(), p.section.clone(), table).build::<Sgd>()?))
         }),
         origin: module_path!(),
     }
@@ -72,8 +60,3 @@ fn adam_defaults() -> toml::Table {
     let cfg = SgdConfig { optimizer: Optimizer::Adam, lr: 1e-3, ..SgdConfig::default() };
     toml::Table::try_from(cfg).expect("the trainer config serialises to a TOML table")
 }
-
-/// A parameterless component's table: any key is an error.
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Empty {}

@@ -12,6 +12,7 @@ use rand_distr::{Distribution as _, LogNormal};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::from_config::InvalidKey;
 use crate::rng::Rng;
 
 /// Resources of one client.
@@ -196,19 +197,19 @@ impl Default for DevicesConfig {
 }
 
 impl DevicesConfig {
-    pub fn validate(&self) -> std::result::Result<(), String> {
-        self.flops_per_s.validate().map_err(|e| format!("flops_per_s: {e}"))?;
-        self.up_bytes_per_s.validate().map_err(|e| format!("up_bytes_per_s: {e}"))?;
-        self.down_bytes_per_s.validate().map_err(|e| format!("down_bytes_per_s: {e}"))?;
+    pub fn validate(&self) -> std::result::Result<(), InvalidKey> {
+        self.flops_per_s.validate().map_err(|e| InvalidKey::new("flops_per_s", e))?;
+        self.up_bytes_per_s.validate().map_err(|e| InvalidKey::new("up_bytes_per_s", e))?;
+        self.down_bytes_per_s.validate().map_err(|e| InvalidKey::new("down_bytes_per_s", e))?;
         if !(self.jitter >= 0.0) {
-            return Err(format!("jitter: expected a non-negative number, got {}", self.jitter));
+            return Err(InvalidKey::new("jitter", format!("expected a non-negative number, got {}", self.jitter)));
         }
         Ok(())
     }
 
     /// One profile per client, drawn in client order from `rng`.
     pub fn draw(&self, clients: usize, rng: &mut Rng) -> Result<Vec<DeviceProfile>> {
-        self.validate().map_err(Error::invalid)?;
+        self.validate().map_err(|e| Error::invalid(e.to_string()))?;
         let flops = self.flops_per_s.draw_quota(clients, rng);
         let up = self.up_bytes_per_s.draw_quota(clients, rng);
         let down = self.down_bytes_per_s.draw_quota(clients, rng);

@@ -17,7 +17,7 @@ use crate::aggregator::Aggregator;
 pub use crate::component_kind::ComponentKind;
 use crate::data::{DataSpec, FederatedData, Partitioner};
 use crate::error::{Error, Result};
-use crate::from_config::FromConfig;
+use crate::from_config::{FromConfig, InvalidKey};
 use crate::mask_policy::MaskPolicy;
 use crate::model::Model;
 use crate::scheduler::Scheduler;
@@ -117,34 +117,26 @@ impl Params {
         })
     }
 
-    /// Deserialises and validates; `validate` returns messages of the form `"key: what is wrong"`.
-    pub fn parse_valid<C: DeserializeOwned>(
+    /// Deserialises and validates; an [`InvalidKey`] becomes an error naming the file and the
+    /// key under this section.
+    pub fn parse_valid<C: DeserializeOwned, E: Into<InvalidKey>>(
         &self,
-        validate: impl FnOnce(&C) -> std::result::Result<(), String>,
+        validate: impl FnOnce(&C) -> std::result::Result<(), E>,
     ) -> Result<C> {
         let c = self.parse()?;
-        validate(&c).map_err(|msg| self.invalid(&msg))?;
+        validate(&c).map_err(|e| self.invalid_key(e.into()))?;
         Ok(c)
     }
 
     /// Parses the section as `T`'s config and builds `T` ([`FromConfig`]); an [`InvalidKey`]
     /// becomes an error naming the file and the key under this section.
     pub fn build<T: FromConfig>(&self) -> Result<T> {
-        T::from_config(self.parse()?).map_err(|e| Error::Config {
-            file: self.file.clone(),
-            key: format!("{}.{}", self.section, e.key),
-            message: e.message,
-        })
+        T::from_config(self.parse()?).map_err(|e| self.invalid_key(e))
     }
 
-    /// A config error for a `"key: message"` string, keyed under this section.
-    pub fn invalid(&self, msg: &str) -> Error {
-        match msg.split_once(": ") {
-            Some((key, rest)) if !key.contains(' ') => {
-                Error::Config { file: self.file.clone(), key: format!("{}.{key}", self.section), message: rest.into() }
-            }
-            _ => Error::Config { file: self.file.clone(), key: self.section.clone(), message: msg.into() },
-        }
+    /// `e` as a configuration error of this file, its key under this section.
+    pub fn invalid_key(&self, e: InvalidKey) -> Error {
+        Error::Config { file: self.file.clone(), key: format!("{}.{}", self.section, e.key), message: e.message }
     }
 }
 

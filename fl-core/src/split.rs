@@ -9,6 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::from_config::InvalidKey;
 use crate::structure::Structure;
 
 /// Where the model is cut and how fast the server trains its part.
@@ -31,36 +32,37 @@ pub struct SplitConfig {
 }
 
 impl SplitConfig {
-    pub fn validate(&self) -> std::result::Result<(), String> {
+    pub fn validate(&self) -> std::result::Result<(), InvalidKey> {
         if !(self.server_flops_per_s > 0.0) {
-            return Err(format!(
-                "split.server_flops_per_s: expected a positive throughput, got {}",
-                self.server_flops_per_s
+            return Err(InvalidKey::new(
+                "split.server_flops_per_s",
+                format!("expected a positive throughput, got {}", self.server_flops_per_s),
             ));
         }
         if !(self.round_trip_s >= 0.0) {
-            return Err(format!(
-                "split.round_trip_s: expected a non-negative number of seconds, got {}",
-                self.round_trip_s
+            return Err(InvalidKey::new(
+                "split.round_trip_s",
+                format!("expected a non-negative number of seconds, got {}", self.round_trip_s),
             ));
         }
         if let Some(a) = self.activation_floats
             && !(a > 0.0)
         {
-            return Err(format!("split.activation_floats: expected a positive number, got {a}"));
+            return Err(InvalidKey::new("split.activation_floats", format!("expected a positive number, got {a}")));
         }
         Ok(())
     }
 
     /// The cut on a model with this structure.
-    pub fn resolve(&self, structure: &Structure) -> std::result::Result<SplitPoint, String> {
+    pub fn resolve(&self, structure: &Structure) -> std::result::Result<SplitPoint, InvalidKey> {
         let index = structure.tensor_index(&self.cut).ok_or_else(|| {
-            format!("split.cut: the model has no tensor `{}`; its tensors: {}", self.cut, structure.names().join(", "))
+            let names = structure.names().join(", ");
+            InvalidKey::new("split.cut", format!("the model has no tensor `{}`; its tensors: {names}", self.cut))
         })?;
         if index + 1 == structure.tensors.len() {
-            return Err(format!(
-                "split.cut: `{}` is the model's last tensor, which leaves the server nothing",
-                self.cut
+            return Err(InvalidKey::new(
+                "split.cut",
+                format!("`{}` is the model's last tensor, which leaves the server nothing", self.cut),
             ));
         }
         let shape = &structure.tensors[index].shape;
@@ -68,9 +70,9 @@ impl SplitConfig {
             Some(a) => a,
             None if shape.len() <= 2 => shape[0] as f64,
             None => {
-                return Err(format!(
-                    "split.activation_floats: `{}` has shape {shape:?}; state the floats per sample at the cut",
-                    self.cut
+                return Err(InvalidKey::new(
+                    "split.activation_floats",
+                    format!("`{}` has shape {shape:?}; state the floats per sample at the cut", self.cut),
                 ));
             }
         };
@@ -124,7 +126,8 @@ mod tests {
     #[test]
     fn a_bad_cut_names_the_model_tensors() {
         let e = cut("conv1.weight").resolve(&mlp()).unwrap_err();
-        assert!(e.contains("fc1.weight, fc1.bias, fc2.weight, fc2.bias"), "{e}");
-        assert!(cut("fc2.bias").resolve(&mlp()).unwrap_err().contains("last tensor"));
+        assert_eq!(e.key, "split.cut");
+        assert!(e.message.contains("fc1.weight, fc1.bias, fc2.weight, fc2.bias"), "{e}");
+        assert!(cut("fc2.bias").resolve(&mlp()).unwrap_err().message.contains("last tensor"));
     }
 }

@@ -243,6 +243,6 @@ fn bad_optimizer_settings_are_errors_naming_the_key() {
     ];
     for (cfg, key) in bad {
         let err = cfg.validate().unwrap_err();
-        assert!(err.starts_with(key), "{err}");
+        assert_eq!(err.key, key, "{err}");
     }
 }

@@ -29,7 +29,7 @@
 use std::path::{Path, PathBuf};
 
 use fl_core::registry::{Builder, Component, DataContext, Params, defaults_of};
-use fl_core::{DataSpec, FederatedData};
+use fl_core::{DataSpec, FederatedData, InvalidKey};
 use serde::{Deserialize, Serialize};
 
 use crate::csv::read_csv;
@@ -193,10 +193,13 @@ pub fn encode_agnews(splits: &AgNewsSplits, cfg: &AgNewsConfig, dir: &Path) -> R
     for (key, which, keep, split) in limits {
         if let Some(n) = keep {
             if n > split.len() {
-                return Err(DataError::Invalid(format!(
-                    "{key}: asked for the first {n} articles, but the {which} split in {} has {}",
-                    dir.display(),
-                    split.len()
+                return Err(DataError::Key(InvalidKey::new(
+                    key,
+                    format!(
+                        "asked for the first {n} articles, but the {which} split in {} has {}",
+                        dir.display(),
+                        split.len()
+                    ),
                 )));
             }
             split.keep_first(n);
@@ -211,7 +214,7 @@ pub fn load_agnews(cfg: &AgNewsConfig, params: &Params, ctx: &DataContext) -> fl
     let dir = cfg.dir.clone().unwrap_or_else(|| ctx.data_dir.join(AGNEWS));
     let splits = read_agnews(&dir)?;
     let encoded = encode_agnews(&splits, cfg, &dir).map_err(|e| match e {
-        DataError::Invalid(msg) => params.invalid(&msg),
+        DataError::Key(e) => params.invalid_key(e),
         other => other.into(),
     })?;
     Ok(FederatedData {

@@ -18,7 +18,7 @@
 use std::path::PathBuf;
 
 use fl_core::registry::{Builder, Component, DataContext, Params, defaults_of};
-use fl_core::{DataSpec, FederatedData, Result};
+use fl_core::{DataSpec, FederatedData, InvalidKey, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::catalog::ImageDataset;
@@ -81,9 +81,12 @@ pub fn load_image_dataset(
         if let Some(n) = keep {
             let available = split.len();
             split.keep_first(n, which).map_err(|_| {
-                params.invalid(&format!(
-                    "{key}: asked for the first {n} samples, but the {which} split in {} has {available}",
-                    dir.display()
+                params.invalid_key(InvalidKey::new(
+                    key,
+                    format!(
+                        "asked for the first {n} samples, but the {which} split in {} has {available}",
+                        dir.display()
+                    ),
                 ))
             })?;
         }

@@ -24,9 +24,13 @@ pub enum DataError {
     /// A downloaded file whose SHA-256 differs from the recorded one.
     #[error("{}: SHA-256 is {actual}, expected {expected}", .path.display())]
     Checksum { path: PathBuf, expected: String, actual: String },
-    /// A request that cannot be served (unknown dataset, too many samples requested, ...).
+    /// A request that cannot be served (unknown dataset, a fetch that cannot proceed, ...).
     #[error("{0}")]
     Invalid(String),
+    /// A configuration value the data cannot satisfy (more samples asked for than a split
+    /// has): the key within the dataset's section and what is wrong.
+    #[error(transparent)]
+    Key(#[from] fl_core::InvalidKey),
 }
 
 impl DataError {

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
+use crate::from_config::InvalidKey;
 
 use super::cohort::Batching;
 
@@ -32,15 +33,15 @@ impl Default for EvalConfig {
 }
 
 impl EvalConfig {
-    pub fn validate(&self) -> std::result::Result<(), String> {
+    pub fn validate(&self) -> std::result::Result<(), InvalidKey> {
         if self.batch_size == 0 {
-            return Err("batch_size: expected at least 1".into());
+            return Err(InvalidKey::new("batch_size", "expected at least 1"));
         }
         if self.test_every == 0 {
-            return Err("test_every: expected at least 1".into());
+            return Err(InvalidKey::new("test_every", "expected at least 1"));
         }
         if self.every_virtual_s.is_some_and(|d| !(d > 0.0)) {
-            return Err("every_virtual_s: expected a positive number of seconds".into());
+            return Err(InvalidKey::new("every_virtual_s", "expected a positive number of seconds"));
         }
         Ok(())
     }
@@ -64,12 +65,12 @@ pub struct RunConfig {
 }
 
 impl RunConfig {
-    pub fn validate(&self) -> std::result::Result<(), String> {
+    pub fn validate(&self) -> std::result::Result<(), InvalidKey> {
         if self.max_virtual_time_s.is_some_and(|t| !(t > 0.0)) {
-            return Err("max_virtual_time_s: expected a positive number of seconds".into());
+            return Err(InvalidKey::new("max_virtual_time_s", "expected a positive number of seconds"));
         }
         if self.max_cohort == Some(0) {
-            return Err("max_cohort: expected at least 1".into());
+            return Err(InvalidKey::new("max_cohort", "expected at least 1"));
         }
         Ok(())
     }

@@ -24,6 +24,7 @@ use tch::{Device, Kind, Reduction, Tensor};
 
 use crate::data::Dataset;
 use crate::error::{Error, Result};
+use crate::from_config::InvalidKey;
 use crate::model::{Mode, Model, Training};
 use crate::params::ParamSet;
 use crate::rng::CohortNoise;
@@ -115,45 +116,54 @@ impl Default for SgdConfig {
 }
 
 impl SgdConfig {
-    pub fn validate(&self) -> std::result::Result<(), String> {
+    pub fn validate(&self) -> std::result::Result<(), InvalidKey> {
         if !(self.lr > 0.0) {
-            return Err(format!("lr: expected a positive number, got {}", self.lr));
+            return Err(InvalidKey::new("lr", format!("expected a positive number, got {}", self.lr)));
         }
         if self.batch_size == 0 {
-            return Err("batch_size: expected at least 1".into());
+            return Err(InvalidKey::new("batch_size", "expected at least 1"));
         }
         if self.epochs == 0 && self.steps.is_none() {
-            return Err("epochs: expected at least 1 (or set steps)".into());
+            return Err(InvalidKey::new("epochs", "expected at least 1 (or set steps)"));
         }
         if self.steps == Some(0) {
-            return Err("steps: expected at least 1".into());
+            return Err(InvalidKey::new("steps", "expected at least 1"));
         }
         if !(0.0..1.0).contains(&self.momentum) {
-            return Err(format!("momentum: expected a value in [0, 1), got {}", self.momentum));
+            return Err(InvalidKey::new("momentum", format!("expected a value in [0, 1), got {}", self.momentum)));
         }
         if self.optimizer == Optimizer::Adam && self.momentum != 0.0 {
-            return Err("momentum: Adam has no momentum (set betas instead)".into());
+            return Err(InvalidKey::new("momentum", "Adam has no momentum (set betas instead)"));
         }
         if let Some(b) = self.betas.iter().find(|b| !(0.0..1.0).contains(*b)) {
-            return Err(format!("betas: expected two values in [0, 1), got {b}"));
+            return Err(InvalidKey::new("betas", format!("expected two values in [0, 1), got {b}")));
         }
         if !(self.eps > 0.0) {
-            return Err(format!("eps: expected a positive number, got {}", self.eps));
+            return Err(InvalidKey::new("eps", format!("expected a positive number, got {}", self.eps)));
         }
         if !(self.delay_alpha >= 0.0) {
-            return Err(format!("delay_alpha: expected a non-negative number, got {}", self.delay_alpha));
+            return Err(InvalidKey::new(
+                "delay_alpha",
+                format!("expected a non-negative number, got {}", self.delay_alpha),
+            ));
         }
         if self.patience == Some(0) {
-            return Err("patience: expected at least 1 epoch".into());
+            return Err(InvalidKey::new("patience", "expected at least 1 epoch"));
         }
         if !(self.weight_decay >= 0.0) {
-            return Err(format!("weight_decay: expected a non-negative number, got {}", self.weight_decay));
+            return Err(InvalidKey::new(
+                "weight_decay",
+                format!("expected a non-negative number, got {}", self.weight_decay),
+            ));
         }
         if !(self.prox_mu >= 0.0) {
-            return Err(format!("prox_mu: expected a non-negative number, got {}", self.prox_mu));
+            return Err(InvalidKey::new("prox_mu", format!("expected a non-negative number, got {}", self.prox_mu)));
         }
         if !(0.0..=1.0).contains(&self.pull_weight) {
-            return Err(format!("pull_weight: expected a value in [0, 1], got {}", self.pull_weight));
+            return Err(InvalidKey::new(
+                "pull_weight",
+                format!("expected a value in [0, 1], got {}", self.pull_weight),
+            ));
         }
         self.split.as_ref().map_or(Ok(()), SplitConfig::validate)
     }
