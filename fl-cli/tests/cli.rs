@@ -133,6 +133,18 @@ fn config_errors_name_the_file_the_key_and_the_nearest_names() {
             BASE.replace("\"fedavg\"", "\"fedavgg\""),
             "key `method`: unknown method `fedavgg`; registered methods, nearest first: fedavg,",
         ),
+        // Values out of range, checked by the component, the engine's sections and the data.
+        ("range.toml", format!("{BASE}[trainer]\nlr = -1.0\n"), "key `trainer.lr`: expected a positive number, got -1"),
+        (
+            "devices.toml",
+            format!("{BASE}[devices]\njitter = -0.5\n"),
+            "key `devices.jitter`: expected a non-negative number, got -0.5",
+        ),
+        (
+            "samples.toml",
+            BASE.replace("name = \"mnist\"\n", "name = \"mnist\"\ntrain_samples = 70000\n"),
+            "key `dataset.train_samples`: asked for the first 70000 samples, but the train split in",
+        ),
     ];
     for (file, text, expected) in cases {
         let path = write(dir.path(), file, &text);
