@@ -74,5 +74,10 @@ pub enum DataCommand {
     /// Download a dataset into the data cache (FL_DATA_DIR overrides its location).
     Fetch { name: String },
     /// Where a dataset is looked for, whether it is there, and its sizes.
-    Info { name: String },
+    Info {
+        name: String,
+        /// As JSON (`{"name", "looked_in", "classes", "state": {"status", "detail"}}`), for scripts.
+        #[arg(long)]
+        json: bool,
+    },
 }

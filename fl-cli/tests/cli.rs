@@ -248,3 +248,28 @@ fn fedasync_and_fedbuff_reach_90_percent_within_300_virtual_seconds() {
         assert!(reached <= 300.0, "{method}: reached 0.90 at {reached} s");
     }
 }
+
+#[test]
+fn data_info_says_whether_a_dataset_is_there_as_text_and_as_json() {
+    mnist_present();
+    let json = |name: &str, data_dir: &Path| -> serde_json::Value {
+        let o = Command::new(env!("CARGO_BIN_EXE_fl"))
+            .args(["data", "info", name, "--json"])
+            .env("FL_DATA_DIR", data_dir)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let mnist = json("mnist", &fl_build::data_dir());
+    assert_eq!(mnist["state"]["status"], "present");
+    assert_eq!(mnist["state"]["detail"]["train"], 60_000);
+    assert_eq!(mnist["state"]["detail"]["test"], 10_000);
+    let empty = tempfile::tempdir().unwrap();
+    let missing = json("mnist", empty.path());
+    assert_eq!(missing["state"]["status"], "missing");
+    assert!(missing["state"]["detail"].as_str().unwrap().contains("not found"), "{missing}");
+    assert_eq!(json("synthetic", empty.path())["state"]["status"], "generated");
+    let text = fl(&["data", "info", "mnist"]);
+    assert!(String::from_utf8_lossy(&text.stdout).contains("status:   present"));
+}

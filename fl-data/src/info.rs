@@ -10,8 +10,8 @@ use crate::catalog::{ImageDataset, unknown_dataset};
 use crate::error::{DataError, Result};
 use crate::synthetic::SyntheticConfig;
 
-/// A dataset's state in a data directory.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A dataset's state in a data directory (`fl data info NAME [--json]`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct DatasetInfo {
     pub name: String,
     /// Directories the loader tries, in order (empty for generated data).
@@ -20,7 +20,9 @@ pub struct DatasetInfo {
     pub state: DataState,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Whether a dataset can be used; as JSON `{"status": "present", "detail": {…}}`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "status", content = "detail", rename_all = "lowercase")]
 pub enum DataState {
     /// The files load: split sizes and the training split's samples per class.
     Present { train: usize, test: usize, train_per_class: Vec<usize> },

@@ -14,23 +14,52 @@ mod util;
 
 use std::process::ExitCode;
 
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "cargo xtask",
+    bin_name = "cargo xtask",
+    about = "Project automation: setup, run, test, bench, reproduce"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Provision libtorch (the torch==2.11.0 wheel, into the user cache) and MNIST.
+    Setup,
+    /// Setup, then `fl run experiments/quickstart.toml [ARGS…]`.
+    Run {
+        /// Passed on to `fl run`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Setup, then every test of the workspace and the smoke reproductions.
+    Test {
+        /// Passed on to `cargo test` (then the smoke reproductions are skipped).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Setup, then the fl-bench benchmarks.
+    Bench {
+        /// Passed on to `cargo bench -p fl-bench`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Setup, then a paper's grid of runs and its report.
+    Reproduce(reproduce::ReproduceArgs),
+}
+
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let result = match args.first().map(String::as_str) {
-        Some("setup") => setup::run(),
-        Some("run") => commands::run::run(&args[1..]),
-        Some("test") => commands::test::run(&args[1..]),
-        Some("bench") => commands::bench::run(&args[1..]),
-        Some("reproduce") => reproduce::run(&args[1..]),
-        Some("-h" | "--help" | "help") | None => {
-            println!(
-                "usage: cargo xtask <setup | run [ARGS…] | test [ARGS…] | bench [ARGS…] | reproduce PAPER [OPTIONS]>"
-            );
-            Ok(())
-        }
-        Some(other) => {
-            Err(anyhow::anyhow!("unknown xtask command `{other}`; expected setup, run, test, bench or reproduce"))
-        }
+    let result = match Cli::parse().command {
+        Command::Setup => setup::run(),
+        Command::Run { args } => commands::run::run(&args),
+        Command::Test { args } => commands::test::run(&args),
+        Command::Bench { args } => commands::bench::run(&args),
+        Command::Reproduce(args) => args.into_options().and_then(reproduce::run),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

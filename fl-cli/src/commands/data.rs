@@ -1,4 +1,4 @@
-//! `fl data fetch NAME` and `fl data info NAME`.
+//! `fl data fetch NAME` and `fl data info NAME [--json]`.
 
 use anyhow::{Context, Result};
 
@@ -16,10 +16,14 @@ pub fn data(command: DataCommand) -> Result<()> {
             let state = if outcome.already_present { "already present" } else { "fetched and verified" };
             println!("{name}: {state} in {}", outcome.dir.display());
         }
-        DataCommand::Info { name } => {
+        DataCommand::Info { name, json } => {
             let info =
                 fl_data::info(&name, &dir).with_context(|| format!("inspecting `{name}` in {}", dir.display()))?;
-            print!("{info}");
+            if json {
+                println!("{}", serde_json::to_string_pretty(&info)?);
+            } else {
+                print!("{info}");
+            }
         }
     }
     Ok(())

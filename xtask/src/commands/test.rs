@@ -22,7 +22,7 @@ pub fn run(args: &[String]) -> Result<()> {
     if args.is_empty() {
         let jobs = std::thread::available_parallelism().map_or(1, |n| n.get()).to_string();
         for paper in SMOKE {
-            crate::reproduce::run(&[paper.into(), "--scale".into(), "smoke".into(), "--jobs".into(), jobs.clone()])?;
+            crate::reproduce::run_args(&[paper, "--scale", "smoke", "--jobs", &jobs])?;
         }
     }
     Ok(())

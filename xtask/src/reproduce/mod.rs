@@ -46,11 +46,51 @@ use report::{Expected, Results};
 use runner::Runner;
 use slurm::SlurmArray;
 
-const USAGE: &str = "usage: cargo xtask reproduce <paper> [--scale smoke|reduced|full] [--variant NAME,…] [--only DATASET,…] \
-                     [--device auto|cpu|cuda] [--jobs N] [--pack N] [--workers N] [--seeds 1,2,3] [--out DIR] [--runs KEY,…] [--report-only] [--emit slurm DIR]";
+/// The options of `cargo xtask reproduce`.
+#[derive(Debug, clap::Args)]
+pub struct ReproduceArgs {
+    /// The paper: a folder of `experiments/` holding a `grid.toml` (kdd23, fedraa, asyncnc).
+    paper: String,
+    /// smoke, reduced or full (the grid's scales).
+    #[arg(long, default_value = "full")]
+    scale: String,
+    /// Variants of the grid (alternatives to the paper's choices), comma-separated.
+    #[arg(long = "variant", value_delimiter = ',')]
+    variants: Vec<String>,
+    /// Only these datasets, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    only: Option<Vec<String>>,
+    /// auto, cpu or cuda.
+    #[arg(long, default_value = "auto")]
+    device: String,
+    /// `fl` processes at once.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+    jobs: u16,
+    /// Runs per `fl` process, their cohorts trained together (`fl pack`).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+    pack: u16,
+    /// Client jobs trained at once inside each run (default: the cores shared among the jobs).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    workers: Option<u16>,
+    /// Seeds, comma-separated; other than `1` alone, the report gives means over seeds.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    seeds: Vec<u64>,
+    /// Run directories' root (default: runs/reproduce/<paper>).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Run only these runs (keys `DATASET-aALPHA/ID`), comma-separated; the report covers the grid.
+    #[arg(long, value_delimiter = ',')]
+    runs: Option<Vec<String>>,
+    /// Run nothing: write the report from the runs finished so far.
+    #[arg(long)]
+    report_only: bool,
+    /// `--emit slurm DIR`: write the pending runs as a Slurm job array into DIR instead.
+    #[arg(long, num_args = 2, value_names = ["KIND", "DIR"])]
+    emit: Option<Vec<String>>,
+}
 
 #[derive(Debug)]
-struct Options {
+pub struct Options {
     paper: String,
     scale: String,
     variants: Vec<String>,
@@ -70,71 +110,58 @@ struct Options {
     emit_slurm: Option<PathBuf>,
 }
 
-fn parse(args: &[String]) -> Result<Options> {
-    let mut it = args.iter();
-    let Some(paper) = it.next().filter(|p| !p.starts_with('-')) else { bail!("{USAGE}") };
-    let mut o = Options {
-        paper: paper.clone(),
-        scale: "full".into(),
-        variants: Vec::new(),
-        only: None,
-        device: "auto".into(),
-        jobs: 1,
-        pack: 1,
-        workers: None,
-        seeds: vec![1],
-        out: None,
-        runs: None,
-        report_only: false,
-        emit_slurm: None,
-    };
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().with_context(|| format!("{flag}: expected a value\n{USAGE}"));
-        match flag.as_str() {
-            "--scale" => o.scale = value()?.clone(),
-            "--variant" => o.variants = value()?.split(',').map(str::to_string).collect(),
-            "--only" => o.only = Some(value()?.split(',').map(str::to_string).collect()),
-            "--device" => o.device = value()?.clone(),
-            "--jobs" => {
-                o.jobs = value()?.parse().ok().filter(|&j| j > 0).context("--jobs: expected a positive integer")?
+impl ReproduceArgs {
+    /// The options, checked beyond what each flag's parser checks.
+    pub fn into_options(self) -> Result<Options> {
+        let emit_slurm = match self.emit.as_deref() {
+            None => None,
+            Some([kind, dir]) if kind == "slurm" => Some(PathBuf::from(dir)),
+            Some([kind, _]) => {
+                bail!("--emit: unknown kind `{kind}`; the accepted value is `slurm` (`--emit slurm DIR`)")
             }
-            "--pack" => {
-                o.pack = value()?.parse().ok().filter(|&n| n > 0).context("--pack: expected a positive integer")?
-            }
-            "--workers" => {
-                o.workers =
-                    Some(value()?.parse().ok().filter(|&w| w > 0).context("--workers: expected a positive integer")?)
-            }
-            "--seeds" => {
-                o.seeds = value()?
-                    .split(',')
-                    .map(|s| s.parse().with_context(|| format!("--seeds: `{s}` is not an integer")))
-                    .collect::<Result<_>>()?
-            }
-            "--out" => o.out = Some(PathBuf::from(value()?)),
-            "--runs" => o.runs = Some(value()?.split(',').map(str::to_string).collect()),
-            "--report-only" => o.report_only = true,
-            "--emit" => {
-                let kind = value()?;
-                if kind != "slurm" {
-                    bail!("--emit: unknown kind `{kind}`; the accepted value is `slurm` (`--emit slurm DIR`)");
-                }
-                o.emit_slurm = Some(PathBuf::from(value()?));
-            }
-            other => bail!("unknown option `{other}`\n{USAGE}"),
+            Some(other) => bail!("--emit: expected a kind and a directory (`--emit slurm DIR`), got {other:?}"),
+        };
+        if self.pack > 1 && emit_slurm.is_some() {
+            bail!("--pack applies to the local runner; a Slurm job array runs one run per array task");
         }
+        if self.report_only && emit_slurm.is_some() {
+            bail!("--emit and --report-only exclude each other: emit the job array, then collect with --report-only");
+        }
+        Ok(Options {
+            paper: self.paper,
+            scale: self.scale,
+            variants: self.variants,
+            only: self.only,
+            device: self.device,
+            jobs: usize::from(self.jobs),
+            pack: usize::from(self.pack),
+            workers: self.workers.map(usize::from),
+            seeds: self.seeds,
+            out: self.out,
+            runs: self.runs,
+            report_only: self.report_only,
+            emit_slurm,
+        })
     }
-    if o.pack > 1 && o.emit_slurm.is_some() {
-        bail!("--pack applies to the local runner; a Slurm job array runs one run per array task");
-    }
-    if o.report_only && o.emit_slurm.is_some() {
-        bail!("--emit and --report-only exclude each other: emit the job array, then collect with --report-only");
-    }
-    Ok(o)
 }
 
-pub fn run(args: &[String]) -> Result<()> {
-    let o = parse(args)?;
+/// `cargo xtask reproduce` with `args` (after the word `reproduce`), as other xtasks call it.
+pub fn run_args(args: &[&str]) -> Result<()> {
+    run(parse(args)?)
+}
+
+fn parse(args: &[&str]) -> Result<Options> {
+    #[derive(clap::Parser)]
+    #[command(name = "cargo xtask reproduce")]
+    struct Line {
+        #[command(flatten)]
+        args: ReproduceArgs,
+    }
+    let line = <Line as clap::Parser>::try_parse_from(std::iter::once("reproduce").chain(args.iter().copied()))?;
+    line.args.into_options()
+}
+
+pub fn run(o: Options) -> Result<()> {
     let root = workspace_root();
     let grid_dir = root.join("experiments").join(&o.paper);
     if !grid_dir.join("grid.toml").is_file() {
@@ -288,15 +315,29 @@ fn seeds_report_dir(label_dir: &std::path::Path, seeds: &[u64]) -> PathBuf {
 fn missing_datasets(fl: &std::path::Path, datasets: &[String]) -> Result<BTreeMap<String, String>> {
     let mut missing = BTreeMap::new();
     for d in datasets {
-        let out =
-            Command::new(fl).args(["data", "info", d]).output().with_context(|| format!("running {}", fl.display()))?;
-        let text = String::from_utf8_lossy(&out.stdout);
-        let present = text.lines().any(|l| l.trim_start().starts_with("status:") && l.trim_end().ends_with("present"));
-        if !out.status.success() || !present {
+        let out = Command::new(fl)
+            .args(["data", "info", d, "--json"])
+            .output()
+            .with_context(|| format!("running {}", fl.display()))?;
+        let usable = out.status.success() && dataset_usable(&out.stdout);
+        if !usable {
             missing.insert(d.clone(), format!("cargo run --release -p fl-cli -- data fetch {d}"));
         }
     }
     Ok(missing)
+}
+
+/// Whether `fl data info NAME --json` printed a dataset that runs can use (present or generated).
+fn dataset_usable(json: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Info {
+        state: State,
+    }
+    #[derive(serde::Deserialize)]
+    struct State {
+        status: String,
+    }
+    serde_json::from_slice::<Info>(json).is_ok_and(|i| matches!(i.state.status.as_str(), "present" | "generated"))
 }
 
 /// Writes tables, summary, figures and `results.json`; returns how many checks failed.
@@ -411,8 +452,22 @@ mod tests {
 
     use super::*;
 
-    fn args(line: &str) -> Vec<String> {
-        line.split_whitespace().map(str::to_string).collect()
+    fn args(line: &str) -> Vec<&str> {
+        line.split_whitespace().collect()
+    }
+
+    #[test]
+    fn a_dataset_is_usable_when_fl_reports_it_present_or_generated() {
+        let info = |status: &str| {
+            format!(
+                r#"{{"name": "x", "looked_in": [], "classes": 10, "state": {{"status": "{status}", "detail": "…"}}}}"#
+            )
+        };
+        assert!(dataset_usable(info("present").as_bytes()));
+        assert!(dataset_usable(info("generated").as_bytes()));
+        assert!(!dataset_usable(info("missing").as_bytes()));
+        assert!(!dataset_usable(info("unreadable").as_bytes()));
+        assert!(!dataset_usable(b"mnist\n  status:   present\n"), "text is not read");
     }
 
     #[test]
@@ -424,7 +479,9 @@ mod tests {
         let err = parse(&args("kdd23 --emit pbs /tmp/job")).unwrap_err().to_string();
         assert!(err.contains("--emit: unknown kind `pbs`; the accepted value is `slurm`"), "{err}");
         let err = parse(&args("kdd23 --emit slurm")).unwrap_err().to_string();
-        assert!(err.starts_with("--emit: expected a value"), "{err}");
+        assert!(err.contains("--emit <KIND> <DIR>"), "{err}");
+        let err = parse(&args("kdd23 --jobs 0")).unwrap_err().to_string();
+        assert!(err.contains("--jobs"), "{err}");
         let err = parse(&args("kdd23 --emit slurm /tmp/job --report-only")).unwrap_err().to_string();
         assert!(err.contains("--emit and --report-only exclude each other"), "{err}");
     }
