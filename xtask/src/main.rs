@@ -50,7 +50,7 @@ enum Command {
         args: Vec<String>,
     },
     /// Setup, then a paper's grid of runs and its report.
-    Reproduce(reproduce::ReproduceArgs),
+    Reproduce(Box<reproduce::ReproduceArgs>),
 }
 
 fn main() -> ExitCode {
