@@ -1,7 +1,7 @@
 //! Text into token ids: torchtext's `basic_english` tokenizer, a frequency-ordered vocabulary
 //! (torchtext's `build_vocab_from_iterator`), and padding or truncation to a fixed length.
 //! Together they reproduce the preprocessing of PFLlib's `generate_agnews.py`, which the
-//! KDD '23 fastText experiments used (spec §5.1).
+//! KDD '23 fastText experiments used (Wang et al., KDD '23, §6.1).
 //!
 //! **Tokenizer.** `basic_english` lower-cases the line, then applies these regular-expression
 //! replacements in order and splits on whitespace: `'` → ` '  `, `"` → (nothing), `.` → ` . `,

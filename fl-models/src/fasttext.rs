@@ -2,7 +2,7 @@
 //!
 //! Follows Joulin, Grave, Bojanowski and Mikolov, "Bag of Tricks for Efficient Text
 //! Classification", EACL 2017 (arXiv:1607.01759), in the form of the KDD '23 code (Wang et
-//! al., doi 10.1145/3580305.3599521; PFLlib's `fastText`, spec §5.2):
+//! al., doi 10.1145/3580305.3599521; PFLlib's `fastText`, the model the paper's §6.1 names for AG News):
 //!
 //! ```text
 //! Embedding(V, dim, padding_idx = 0) → mean over all seq_len positions (padding included)
@@ -227,7 +227,7 @@ mod tests {
 
     #[test]
     fn parameter_count_matches_the_paper() {
-        // 98,635·128 + 128·128 + 128 + 4·128 + 4 = 12,625,280 + 16,384 + 128 + 512 + 4 (spec §5.2).
+        // 98,635·128 + 128·128 + 128 + 4·128 + 4 = 12,625,280 + 16,384 + 128 + 512 + 4 (the parameter count of the KDD '23 code's model).
         let m = FastText::new(FastTextConfig::default(), &spec(98_635, 200, 4)).unwrap();
         assert_eq!(m.structure().num_params(), 12_642_308);
     }

@@ -218,7 +218,7 @@ pub struct Ordering {
     /// In the metric's unit (accuracy 0–1, seconds), by which a "≥" may fall short.
     #[serde(default)]
     pub tolerance: f64,
-    #[serde(default = "one")]
+    #[serde(default = "unit_factor")]
     pub factor: f64,
     /// In how many of the (chain, setting) cells the ordering must hold to pass.
     #[serde(default)]
@@ -248,7 +248,7 @@ impl Quorum {
     }
 }
 
-fn one() -> f64 {
+fn unit_factor() -> f64 {
     1.0
 }
 
@@ -271,12 +271,12 @@ pub struct Figure {
     /// `accuracy` and/or `loss`: one panel row each.
     pub metrics: Vec<String>,
     /// The horizontal axis: `round` (model version) or `time` (virtual seconds).
-    #[serde(default = "round")]
+    #[serde(default = "x_axis_rounds")]
     pub x: String,
     pub panels: Vec<PanelSpec>,
 }
 
-fn round() -> String {
+fn x_axis_rounds() -> String {
     "round".into()
 }
 
