@@ -25,6 +25,9 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::data::DataSpec;
+use crate::model::Model;
+
 /// A configuration key whose value is out of range: the key within the component's section
 /// and what is wrong with it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -60,16 +63,46 @@ pub trait FromConfig: Sized {
     fn from_config(config: Self::Config) -> Result<Self, InvalidKey>;
 }
 
+/// A model built from its section and the shape of the data it will see.
+pub trait ModelFromConfig: Model + Sized + 'static {
+    /// The section's keys with their defaults (`#[serde(deny_unknown_fields, default)]`).
+    type Config: Default + Serialize + DeserializeOwned;
+
+    /// Checks the section's values.
+    fn validate(_config: &Self::Config) -> Result<(), InvalidKey> {
+        Ok(())
+    }
+
+    /// Builds the model for data of `spec`; fails where the data does not suit the model.
+    fn from_config(config: Self::Config, spec: &DataSpec) -> crate::Result<Self>;
+}
+
 /// The config of a component without parameters: any key in its section is an error.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NoParams {}
 
-/// Registers a [`FromConfig`] component of a kind whose constructor reads only its section
-/// (partitioner, trainer, mask policy, scheduler, aggregator, staleness function):
-/// `register!(Kind "name" => Type, summary: "…", paper: "…");`.
+/// Registers a component: `register!(Kind "name" => Type, summary: "…", paper: "…");` where
+/// `Type` is a [`ModelFromConfig`] for `Model`, else a [`FromConfig`] of a kind whose
+/// constructor reads only its section (partitioner, trainer, mask policy, scheduler,
+/// aggregator, staleness function).
 #[macro_export]
 macro_rules! register {
+    (Model $name:literal => $ty:ty, summary: $summary:expr, paper: $paper:expr $(,)?) => {
+        $crate::inventory::submit! {
+            $crate::registry::Component {
+                name: $name,
+                summary: $summary,
+                paper: $paper,
+                defaults: $crate::registry::defaults_of::<<$ty as $crate::from_config::ModelFromConfig>::Config>,
+                build: $crate::registry::Builder::Model(|p, spec| {
+                    let config = p.parse_valid(<$ty as $crate::from_config::ModelFromConfig>::validate)?;
+                    Ok(::std::sync::Arc::new(<$ty as $crate::from_config::ModelFromConfig>::from_config(config, spec)?))
+                }),
+                origin: module_path!(),
+            }
+        }
+    };
     ($kind:ident $name:literal => $ty:ty, summary: $summary:expr, paper: $paper:expr $(,)?) => {
         $crate::inventory::submit! {
             $crate::registry::Component {

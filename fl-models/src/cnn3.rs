@@ -23,11 +23,8 @@
 //! positions, the linear layer once; ReLU and the pool are not counted. About 29.4 MFLOP per
 //! 28×28 sample (14.7 M multiply-adds).
 
-use std::sync::Arc;
-
-use fl_core::registry::defaults_of;
 use fl_core::rng::Rng;
-use fl_core::{Builder, Component, DataSpec, Error, Mode, Model, ParamSet, Result};
+use fl_core::{DataSpec, Error, Mode, Model, ModelFromConfig, ParamSet, Result};
 use fl_core::{Structure, TensorSpec, UnitGroup, UnitMember};
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
@@ -131,19 +128,17 @@ impl Model for Cnn3 {
     }
 }
 
-inventory::submit! {
-    Component {
-        name: "cnn3",
-        summary: "asyncnc MNIST CNN: three 3x3 conv (32 filters, padding 1) + ReLU, global average pool, fc 32-classes",
-        paper: "Forootani and Iervolino, Asynchronous Federated Learning with non-convex client objective functions and heterogeneous dataset",
-        defaults: defaults_of::<Cnn3Config>,
-        build: Builder::Model(|params, spec| {
-            let _: Cnn3Config = params.parse()?;
-            Ok(Arc::new(Cnn3::new(spec)?))
-        }),
-        origin: module_path!(),
+impl ModelFromConfig for Cnn3 {
+    type Config = Cnn3Config;
+
+    fn from_config(_config: Cnn3Config, spec: &DataSpec) -> Result<Self> {
+        Cnn3::new(spec)
     }
 }
+
+fl_core::register!(Model "cnn3" => Cnn3,
+    summary: "asyncnc MNIST CNN: three 3x3 conv (32 filters, padding 1) + ReLU, global average pool, fc 32-classes",
+    paper: "Forootani and Iervolino, Asynchronous Federated Learning with non-convex client objective functions and heterogeneous dataset");
 
 #[cfg(test)]
 mod tests {

@@ -37,11 +37,8 @@
 //! to `embedding.weight`; the linear layers cost `2 · in · out` for the weight and `out` for the
 //! bias. The log_softmax is not counted.
 
-use std::sync::Arc;
-
-use fl_core::registry::defaults_of;
 use fl_core::rng::Rng;
-use fl_core::{Builder, Component, DataSpec, Error, Mode, Model, ParamSet, Result};
+use fl_core::{DataSpec, Error, InvalidKey, Mode, Model, ModelFromConfig, ParamSet, Result};
 use fl_core::{Structure, TensorSpec, UnitGroup, UnitMember};
 use serde::{Deserialize, Serialize};
 use tch::Tensor;
@@ -69,12 +66,12 @@ impl Default for FastTextConfig {
 
 impl FastTextConfig {
     /// Checks the widths; messages read `"key: what is wrong"`.
-    pub fn validate(&self) -> std::result::Result<(), String> {
+    pub fn validate(&self) -> std::result::Result<(), InvalidKey> {
         if self.dim < 1 {
-            return Err(format!("dim: must be at least 1, got {}", self.dim));
+            return Err(InvalidKey::new("dim", format!("must be at least 1, got {}", self.dim)));
         }
         if self.hidden < 1 {
-            return Err(format!("hidden: must be at least 1, got {}", self.hidden));
+            return Err(InvalidKey::new("hidden", format!("must be at least 1, got {}", self.hidden)));
         }
         Ok(())
     }
@@ -174,19 +171,21 @@ impl Model for FastText {
     }
 }
 
-inventory::submit! {
-    Component {
-        name: "fasttext",
-        summary: "fastText text classifier: embedding (padding id 0) → mean over positions → linear → linear → log_softmax",
-        paper: "Joulin et al., Bag of Tricks for Efficient Text Classification, EACL 2017; Wang et al., KDD '23 (AG News model)",
-        defaults: defaults_of::<FastTextConfig>,
-        build: Builder::Model(|params, spec| {
-            let cfg: FastTextConfig = params.parse_valid(FastTextConfig::validate)?;
-            Ok(Arc::new(FastText::new(cfg, spec)?))
-        }),
-        origin: module_path!(),
+impl ModelFromConfig for FastText {
+    type Config = FastTextConfig;
+
+    fn validate(config: &FastTextConfig) -> std::result::Result<(), InvalidKey> {
+        config.validate()
+    }
+
+    fn from_config(config: FastTextConfig, spec: &DataSpec) -> Result<Self> {
+        FastText::new(config, spec)
     }
 }
+
+fl_core::register!(Model "fasttext" => FastText,
+    summary: "fastText text classifier: embedding (padding id 0) → mean over positions → linear → linear → log_softmax",
+    paper: "Joulin et al., Bag of Tricks for Efficient Text Classification, EACL 2017; Wang et al., KDD '23 (AG News model)");
 
 #[cfg(test)]
 mod tests {
@@ -386,6 +385,6 @@ mod tests {
         let err = FastText::new(FastTextConfig::default(), &DataSpec { vocab_size: Some(10), ..image }).unwrap_err();
         assert!(err.to_string().contains("[seq_len]"), "{err}");
         let bad = FastTextConfig { dim: 0, ..FastTextConfig::default() }.validate().unwrap_err();
-        assert!(bad.starts_with("dim: "), "{bad}");
+        assert_eq!(bad.key, "dim", "{bad}");
     }
 }

@@ -21,11 +21,8 @@
 //! output position of a convolution (28·28 for conv1, 10·10 for conv2); ReLU and pooling are
 //! not counted.
 
-use std::sync::Arc;
-
-use fl_core::registry::defaults_of;
 use fl_core::rng::Rng;
-use fl_core::{Builder, Component, DataSpec, Error, Mode, Model, ParamSet, Result};
+use fl_core::{DataSpec, Error, Mode, Model, ModelFromConfig, ParamSet, Result};
 use fl_core::{Structure, TensorSpec, UnitGroup, UnitMember};
 use serde::{Deserialize, Serialize};
 use tch::Tensor;
@@ -160,19 +157,17 @@ impl Model for LeNet5 {
     }
 }
 
-inventory::submit! {
-    Component {
-        name: "lenet5",
-        summary: "LeNet-5 (two 5x5 conv + max-pool, fc 400-120-84-classes, ReLU) for [C,28,28] or [C,32,32] inputs",
-        paper: "LeCun et al., Gradient-Based Learning Applied to Document Recognition, Proc. IEEE 1998",
-        defaults: defaults_of::<LeNet5Config>,
-        build: Builder::Model(|params, spec| {
-            let _: LeNet5Config = params.parse()?;
-            Ok(Arc::new(LeNet5::new(spec)?))
-        }),
-        origin: module_path!(),
+impl ModelFromConfig for LeNet5 {
+    type Config = LeNet5Config;
+
+    fn from_config(_config: LeNet5Config, spec: &DataSpec) -> Result<Self> {
+        LeNet5::new(spec)
     }
 }
+
+fl_core::register!(Model "lenet5" => LeNet5,
+    summary: "LeNet-5 (two 5x5 conv + max-pool, fc 400-120-84-classes, ReLU) for [C,28,28] or [C,32,32] inputs",
+    paper: "LeCun et al., Gradient-Based Learning Applied to Document Recognition, Proc. IEEE 1998");
 
 #[cfg(test)]
 mod tests {

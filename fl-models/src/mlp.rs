@@ -21,11 +21,8 @@
 //! FLOPs follow [`crate::flops`]: 2 per multiply-add and 1 per bias addition; ReLU and dropout
 //! are not counted.
 
-use std::sync::Arc;
-
-use fl_core::registry::defaults_of;
 use fl_core::rng::Rng;
-use fl_core::{Builder, Component, DataSpec, Error, Mode, Model, ParamSet, Result};
+use fl_core::{DataSpec, Error, InvalidKey, Mode, Model, ModelFromConfig, ParamSet, Result};
 use fl_core::{Structure, TensorSpec, UnitGroup, UnitMember};
 use serde::{Deserialize, Serialize};
 use tch::Tensor;
@@ -62,12 +59,15 @@ impl Default for MlpConfig {
 
 impl MlpConfig {
     /// Checks the widths and the dropout probability; messages read `"key: what is wrong"`.
-    pub fn validate(&self) -> std::result::Result<(), String> {
+    pub fn validate(&self) -> std::result::Result<(), InvalidKey> {
         if let Some(w) = self.hidden.iter().find(|&&w| w < 1) {
-            return Err(format!("hidden: every width must be at least 1, got {w} in {:?}", self.hidden));
+            return Err(InvalidKey::new(
+                "hidden",
+                format!("every width must be at least 1, got {w} in {:?}", self.hidden),
+            ));
         }
         if !(0.0..1.0).contains(&self.dropout) {
-            return Err(format!("dropout: must be in [0, 1), got {}", self.dropout));
+            return Err(InvalidKey::new("dropout", format!("must be in [0, 1), got {}", self.dropout)));
         }
         Ok(())
     }
@@ -163,20 +163,22 @@ impl Model for Mlp {
     }
 }
 
-inventory::submit! {
-    Component {
-        name: "mlp",
-        summary: "multilayer perceptron on flattened inputs (ReLU, optional dropout before or after it)",
-        paper: "McMahan et al., Communication-Efficient Learning of Deep Networks from Decentralized Data, AISTATS 2017 (2NN); \
-                Wang et al., KDD '23 (MNIST MLP with dropout)",
-        defaults: defaults_of::<MlpConfig>,
-        build: Builder::Model(|params, spec| {
-            let cfg: MlpConfig = params.parse_valid(MlpConfig::validate)?;
-            Ok(Arc::new(Mlp::new(cfg, spec)?))
-        }),
-        origin: module_path!(),
+impl ModelFromConfig for Mlp {
+    type Config = MlpConfig;
+
+    fn validate(config: &MlpConfig) -> std::result::Result<(), InvalidKey> {
+        config.validate()
+    }
+
+    fn from_config(config: MlpConfig, spec: &DataSpec) -> Result<Self> {
+        Mlp::new(config, spec)
     }
 }
+
+fl_core::register!(Model "mlp" => Mlp,
+    summary: "multilayer perceptron on flattened inputs (ReLU, optional dropout before or after it)",
+    paper: "McMahan et al., Communication-Efficient Learning of Deep Networks from Decentralized Data, AISTATS 2017 (2NN); \
+                Wang et al., KDD '23 (MNIST MLP with dropout)");
 
 #[cfg(test)]
 mod tests {
@@ -383,10 +385,10 @@ mod tests {
     #[test]
     fn config_validation_names_the_key() {
         let bad = |cfg: MlpConfig| cfg.validate().unwrap_err();
-        assert!(bad(MlpConfig { hidden: vec![200, 0], ..MlpConfig::default() }).starts_with("hidden: "));
-        assert!(bad(MlpConfig { dropout: 1.0, ..MlpConfig::default() }).starts_with("dropout: "));
-        assert!(bad(MlpConfig { dropout: -0.1, ..MlpConfig::default() }).starts_with("dropout: "));
-        assert!(bad(MlpConfig { dropout: f64::NAN, ..MlpConfig::default() }).starts_with("dropout: "));
+        assert!(bad(MlpConfig { hidden: vec![200, 0], ..MlpConfig::default() }).key == "hidden");
+        assert!(bad(MlpConfig { dropout: 1.0, ..MlpConfig::default() }).key == "dropout");
+        assert!(bad(MlpConfig { dropout: -0.1, ..MlpConfig::default() }).key == "dropout");
+        assert!(bad(MlpConfig { dropout: f64::NAN, ..MlpConfig::default() }).key == "dropout");
         let err = Mlp::new(MlpConfig::default(), &DataSpec { input_shape: vec![], classes: 10, vocab_size: None })
             .unwrap_err();
         assert!(err.to_string().contains("input shape []"), "{err}");

@@ -33,11 +33,8 @@
 //! the buffers, the normalisation by the batch statistics, ReLU, the residual additions and
 //! the pool are not counted. About 82.0 MFLOP per 32×32 sample (40.8 M multiply-adds).
 
-use std::sync::Arc;
-
-use fl_core::registry::defaults_of;
 use fl_core::rng::Rng;
-use fl_core::{Builder, Component, DataSpec, Error, Mode, Model, ParamSet, Result};
+use fl_core::{DataSpec, Error, Mode, Model, ModelFromConfig, ParamSet, Result};
 use fl_core::{Structure, TensorSpec, UnitGroup, UnitMember};
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
@@ -252,19 +249,17 @@ impl Model for ResNet20 {
     }
 }
 
-inventory::submit! {
-    Component {
-        name: "resnet20",
-        summary: "ResNet-20 for CIFAR (3 stages x 3 BasicBlocks, widths 16-32-64, BatchNorm, projection shortcuts), global average pool, fc 64-classes",
-        paper: "He et al., Deep Residual Learning for Image Recognition, CVPR 2016 (as in Forootani and Iervolino's asyncnc code)",
-        defaults: defaults_of::<ResNet20Config>,
-        build: Builder::Model(|params, spec| {
-            let _: ResNet20Config = params.parse()?;
-            Ok(Arc::new(ResNet20::new(spec)?))
-        }),
-        origin: module_path!(),
+impl ModelFromConfig for ResNet20 {
+    type Config = ResNet20Config;
+
+    fn from_config(_config: ResNet20Config, spec: &DataSpec) -> Result<Self> {
+        ResNet20::new(spec)
     }
 }
+
+fl_core::register!(Model "resnet20" => ResNet20,
+    summary: "ResNet-20 for CIFAR (3 stages x 3 BasicBlocks, widths 16-32-64, BatchNorm, projection shortcuts), global average pool, fc 64-classes",
+    paper: "He et al., Deep Residual Learning for Image Recognition, CVPR 2016 (as in Forootani and Iervolino's asyncnc code)");
 
 #[cfg(test)]
 mod tests {
