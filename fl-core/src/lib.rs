@@ -21,6 +21,7 @@ pub mod profile;
 pub mod registry;
 pub mod rng;
 pub mod scheduler;
+pub mod scheduler_testing;
 pub mod split;
 pub mod staleness;
 pub mod structure;
