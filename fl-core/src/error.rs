@@ -12,7 +12,7 @@ pub enum Error {
     /// A configuration value that is missing, mistyped or out of range.
     #[error("{file}: key `{key}`: {message}")]
     Config {
-        /// The experiment file.
+        /// The experiment file (or "method `…`" for a value from a method's preset).
         file: String,
         /// The key's path in the file, e.g. `scheduler.rounds`.
         key: String,
