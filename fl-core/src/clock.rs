@@ -9,12 +9,16 @@ use std::collections::BinaryHeap;
 /// Virtual microseconds since the start of the run.
 pub type Tick = u64;
 
+/// Ticks per virtual second (one tick is a microsecond).
 pub const TICKS_PER_SECOND: f64 = 1e6;
 
+/// `seconds` of virtual time in ticks, rounded to the nearest microsecond; negative values
+/// become 0.
 pub fn ticks(seconds: f64) -> Tick {
     (seconds * TICKS_PER_SECOND).round().max(0.0) as Tick
 }
 
+/// Tick `t` in virtual seconds.
 pub fn seconds(t: Tick) -> f64 {
     t as f64 / TICKS_PER_SECOND
 }
@@ -54,23 +58,28 @@ impl<E> Default for EventQueue<E> {
 }
 
 impl<E> EventQueue<E> {
+    /// Schedules `event` at tick `at`, after every event already scheduled at that tick.
     pub fn push(&mut self, at: Tick, event: E) {
         self.heap.push(Reverse((at, self.seq, Slot(event))));
         self.seq += 1;
     }
 
+    /// Removes and returns the earliest event with its tick.
     pub fn pop(&mut self) -> Option<(Tick, E)> {
         self.heap.pop().map(|Reverse((t, _, Slot(e)))| (t, e))
     }
 
+    /// The tick of the earliest event, if any.
     pub fn peek_time(&self) -> Option<Tick> {
         self.heap.peek().map(|Reverse((t, _, _))| *t)
     }
 
+    /// Number of scheduled events.
     pub fn len(&self) -> usize {
         self.heap.len()
     }
 
+    /// Whether no event is scheduled.
     pub fn is_empty(&self) -> bool {
         self.heap.is_empty()
     }

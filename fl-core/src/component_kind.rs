@@ -6,17 +6,26 @@ use std::fmt;
 /// section key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ComponentKind {
+    /// Loads train and test data (`[dataset]`).
     Dataset,
+    /// Splits the training samples among clients (`[partition]`).
     Partitioner,
+    /// The architecture (`[model]`).
     Model,
+    /// Clients' local optimisation (`[trainer]`).
     Trainer,
+    /// Which part of the model a job trains (`[mask]`).
     MaskPolicy,
+    /// Who trains when, and when the server aggregates (`[scheduler]`).
     Scheduler,
+    /// How updates merge into the global model (`[aggregator]`).
     Aggregator,
+    /// The weight of a stale update (`[staleness]`).
     Staleness,
 }
 
 impl ComponentKind {
+    /// Every kind, in declaration order (the order `fl list` prints them in).
     pub const ALL: [ComponentKind; 8] = [
         ComponentKind::Dataset,
         ComponentKind::Partitioner,

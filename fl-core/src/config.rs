@@ -61,33 +61,48 @@ fn fallback(kind: ComponentKind) -> Option<&'static str> {
 /// A resolved component choice.
 #[derive(Debug, Clone)]
 pub struct Choice {
+    /// The registered component's name.
     pub name: String,
+    /// Its parameters: the method's preset overridden by the file, without `name`.
     pub params: Params,
 }
 
 /// A parsed, resolved and validated experiment.
 #[derive(Debug, Clone)]
 pub struct Experiment {
+    /// The file it was parsed from, as error messages name it.
     pub file: String,
+    /// The experiment's name: the `name` key, else the file's stem.
     pub name: String,
+    /// The run seed every random stream derives from (`seed`, default 0).
     pub seed: u64,
+    /// The registered method (preset) it starts from, if any.
     pub method: Option<String>,
+    /// Number of clients in the federation.
     pub clients: usize,
+    /// One component per kind, every kind present.
     pub components: BTreeMap<ComponentKind, Choice>,
+    /// The `[devices]` section.
     pub devices: DevicesConfig,
+    /// The `[eval]` section.
     pub eval: EvalConfig,
+    /// The `[run]` section.
     pub run: RunConfig,
 }
 
 /// Host-side choices that do not change results (on CPU): where and how fast to run.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
+    /// The compute device (CPU or a CUDA device).
     pub device: Device,
+    /// Worker threads training client jobs.
     pub workers: usize,
+    /// Where datasets are stored.
     pub data_dir: PathBuf,
 }
 
 impl Experiment {
+    /// Reads and parses the experiment file at `path` (see [`Experiment::parse`]).
     pub fn from_file(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
         Self::parse(&text, &path.display().to_string())
@@ -178,6 +193,7 @@ impl Experiment {
         Ok(Experiment { file: file.into(), name, seed, method, clients, components, devices, eval, run })
     }
 
+    /// The component chosen for `kind`.
     pub fn choice(&self, kind: ComponentKind) -> &Choice {
         &self.components[&kind]
     }

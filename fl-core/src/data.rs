@@ -13,23 +13,29 @@ use crate::rng::Rng;
 /// labels `y` (`[n]`, int64).
 #[derive(Debug)]
 pub struct Dataset {
+    /// Inputs, `[n, ...input_shape]`.
     pub x: Tensor,
+    /// Class labels, `[n]` int64 in `0..classes`.
     pub y: Tensor,
 }
 
 impl Dataset {
+    /// Number of samples.
     pub fn len(&self) -> usize {
         self.y.size()[0] as usize
     }
 
+    /// Whether there is no sample.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
+    /// The samples on `device`.
     pub fn to_device(&self, device: Device) -> Dataset {
         Dataset { x: self.x.to_device(device), y: self.y.to_device(device) }
     }
 
+    /// A new handle on the same tensors (cheap; the samples are never modified).
     pub fn shallow_clone(&self) -> Dataset {
         Dataset { x: self.x.shallow_clone(), y: self.y.shallow_clone() }
     }
@@ -45,6 +51,7 @@ impl Dataset {
 pub struct DataSpec {
     /// Shape of one sample, e.g. `[1, 28, 28]`, or `[seq_len]` for token-id sequences.
     pub input_shape: Vec<i64>,
+    /// Number of classes: labels are `0..classes` and logits have this width.
     pub classes: i64,
     /// The number of token ids (ids are `0..vocab_size`) when samples are token-id sequences
     /// (int64 `x`, as the text datasets give); `None` for real-valued inputs.
@@ -55,9 +62,15 @@ pub struct DataSpec {
 /// naturally federated (FedProx's Synthetic, LEAF-style data).
 #[derive(Debug)]
 pub struct FederatedData {
+    /// The training samples, which clients share out.
     pub train: Dataset,
+    /// The server's test set, on which the global model is evaluated.
     pub test: Dataset,
+    /// Input shape, classes and vocabulary, for building the model.
     pub spec: DataSpec,
+    /// Each client's sample indices into `train` where the data comes already split among
+    /// clients; the experiment's `clients` must then equal its length, and no partitioner
+    /// runs. `None`: a partitioner splits `train`.
     pub natural_partition: Option<Vec<Vec<i64>>>,
 }
 

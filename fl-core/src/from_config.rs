@@ -1,10 +1,18 @@
 //! Declarative registration: a component is a type built from its section of the experiment
 //! file ([`FromConfig`]), registered in one [`register!`](crate::register) line.
 //!
-//! ```ignore
+//! ```
+//! # use fl_core::{AggregateCtx, Aggregator, ClientUpdate, FromConfig, InvalidKey, ParamSet};
+//! # use serde::{Deserialize, Serialize};
 //! #[derive(Default, Serialize, Deserialize)]
 //! #[serde(deny_unknown_fields, default)]
 //! pub struct ClippedMeanConfig { pub max_norm: f64 }
+//! # pub struct ClippedMean { max_norm: f64 }
+//! # impl Aggregator for ClippedMean {
+//! #     fn aggregate(&mut self, g: &ParamSet, _: &[ClientUpdate], _: &AggregateCtx) -> fl_core::Result<ParamSet> {
+//! #         Ok(g.shallow_clone())
+//! #     }
+//! # }
 //!
 //! impl FromConfig for ClippedMean {
 //!     type Config = ClippedMeanConfig;
@@ -16,6 +24,8 @@
 //!
 //! fl_core::register!(Aggregator "clipped-mean" => ClippedMean,
 //!     summary: "weighted mean of deltas clipped to max_norm", paper: "");
+//! # let registry = fl_core::Registry::get().unwrap();
+//! # assert!(registry.component(fl_core::ComponentKind::Aggregator, "clipped-mean", "", "").is_ok());
 //! ```
 //!
 //! The registry parses the section strictly into `Config` (unknown keys and wrong types are
@@ -33,11 +43,14 @@ use crate::model::Model;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{key}: {message}")]
 pub struct InvalidKey {
+    /// The key's path within the section, e.g. `lr` or `split.cut`.
     pub key: String,
+    /// What is wrong with the value, e.g. "expected a positive number, got 0".
     pub message: String,
 }
 
 impl InvalidKey {
+    /// The error for `key`, saying `message`.
     pub fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
         InvalidKey { key: key.into(), message: message.into() }
     }

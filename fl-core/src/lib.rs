@@ -4,6 +4,8 @@
 //! Plugins depend on this crate and register components with `inventory`; this crate never
 //! depends on a plugin.
 
+#![deny(missing_docs)]
+
 pub mod aggregator;
 mod builtin;
 pub mod clock;

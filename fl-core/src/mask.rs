@@ -17,16 +17,20 @@ pub struct StructuredMask {
     keep: Vec<Vec<Option<Vec<i64>>>>,
 }
 
+/// The part of the model a client trains in a job.
 #[derive(Debug)]
 pub enum Mask {
     /// The whole model.
     Full,
+    /// Kept indices along tensor dimensions: the client trains a physically smaller sub-model.
     Structured(StructuredMask),
     /// One 0/1 float tensor per parameter tensor; `None` keeps that tensor whole.
     Elementwise(Vec<Option<Tensor>>),
 }
 
 impl StructuredMask {
+    /// A mask from kept indices, `keep[tensor][dim]` (`None`: the whole dimension); check it
+    /// with [`StructuredMask::validate`].
     pub fn new(keep: Vec<Vec<Option<Vec<i64>>>>) -> Self {
         StructuredMask { keep }
     }
@@ -86,6 +90,8 @@ impl Mask {
         }
     }
 
+    /// Whether this is [`Mask::Full`] (a structured or elementwise mask that happens to keep
+    /// everything is not).
     pub fn is_full(&self) -> bool {
         matches!(self, Mask::Full)
     }
@@ -204,10 +210,12 @@ pub struct Coverage {
 }
 
 impl Coverage {
+    /// Zero counts for tensors of full `shapes`, on `device`.
     pub fn new(shapes: &[Vec<i64>], device: Device) -> Self {
         Coverage { counts: shapes.iter().map(|s| Tensor::zeros(&s[..], (Kind::Float, device))).collect() }
     }
 
+    /// Counts one more client that trained under `mask`.
     pub fn add(&mut self, mask: &Mask) {
         let shapes: Vec<Vec<i64>> = self.counts.iter().map(Tensor::size).collect();
         let device = self.counts.first().map_or(Device::Cpu, Tensor::device);
@@ -216,6 +224,7 @@ impl Coverage {
         }
     }
 
+    /// Per tensor, how many clients trained each element (float tensors of the full shapes).
     pub fn counts(&self) -> &[Tensor] {
         &self.counts
     }

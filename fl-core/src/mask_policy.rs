@@ -7,7 +7,9 @@ use crate::profile::DeviceProfile;
 use crate::rng::Rng;
 use crate::structure::Structure;
 
+/// What a [`MaskPolicy`] sees when it chooses a mask for one job.
 pub struct MaskCtx<'a> {
+    /// The client the job is for (an index into `profiles`).
     pub client: usize,
     /// Every client's device, in id order (resource-aware policies compare them).
     pub profiles: &'a [DeviceProfile],
@@ -16,7 +18,9 @@ pub struct MaskCtx<'a> {
     /// The alternative the scheduler chose, below [`MaskPolicy::choices`] (Fed-RAA's
     /// fragment); `None` lets the policy decide.
     pub choice: Option<usize>,
+    /// The model's tensors and unit groups, from which structured masks are built.
     pub structure: &'a Structure,
+    /// The current global model (for policies that look at weights, e.g. magnitude pruning).
     pub global: &'a ParamSet,
     /// The mask policy's own stream.
     pub rng: &'a mut Rng,
@@ -34,7 +38,42 @@ impl MaskCtx<'_> {
     }
 }
 
+/// Chooses which part of the model a client trains in a job.
+///
+/// # Contract
+/// The engine calls [`MaskPolicy::mask`] on the run's own thread each time a scheduler
+/// dispatches a job, before the job starts, and keeps the result for the job: the client
+/// starts from the masked (sub-)model ([`Mask::extract`]), the cost model charges what the mask
+/// keeps, and the update's delta is scattered back to full shape, exactly zero outside the
+/// mask. The engine also calls it to price a job
+/// ([`crate::SchedulingContext::job_duration_s`]), with a copy of the random stream, and then
+/// discards the mask; so the same job may be asked for more than once, and a policy should
+/// not count calls as jobs.
+///
+/// The returned mask is one of: [`Mask::Full`]; a [`Mask::Structured`] mask, which the engine
+/// validates against the model's shapes (an error otherwise), usually built with
+/// [`Structure::mask_from_units`] or [`Structure::width_prefix_mask`]; or a
+/// [`Mask::Elementwise`] mask with one entry per model tensor, 0/1 tensors of the full shapes.
+/// Randomness must come from `ctx.rng`, the policy's own stream.
+///
+/// # Example
+/// The slower half of the clients (by FLOP/s) trains the first half of every unit group:
+/// ```
+/// use fl_core::{Mask, MaskCtx, MaskPolicy, Result};
+///
+/// struct HalfWidthForSlow;
+///
+/// impl MaskPolicy for HalfWidthForSlow {
+///     fn mask(&mut self, ctx: &mut MaskCtx) -> Result<Mask> {
+///         let mine = ctx.profile().flops_per_s;
+///         let faster = ctx.profiles.iter().filter(|p| p.flops_per_s > mine).count();
+///         if 2 * faster < ctx.num_clients() { Ok(Mask::Full) } else { ctx.structure.width_prefix_mask(0.5) }
+///     }
+/// }
+/// # let _: Box<dyn MaskPolicy> = Box::new(HalfWidthForSlow);
+/// ```
 pub trait MaskPolicy: Send {
+    /// The mask of the job described by `ctx`; see the trait's contract.
     fn mask(&mut self, ctx: &mut MaskCtx) -> Result<Mask>;
 
     /// Number of fixed alternatives a scheduler may choose between through

@@ -17,12 +17,15 @@ use crate::structure::Structure;
 /// Whether a forward pass trains (dropout active, drawing from each client's noise stream;
 /// normalisation layers using batch statistics and updating their running buffers).
 pub enum Mode<'a> {
+    /// Evaluation: no dropout, normalisation layers use their running statistics.
     Eval,
+    /// Training, with the cohort's noise streams and padding mask.
     Train(Training<'a>),
 }
 
 /// What a training forward pass needs beyond the parameters and inputs.
 pub struct Training<'a> {
+    /// The cohort's tensor noise (dropout), one stream per client.
     pub noise: &'a mut CohortNoise,
     /// `[C, B]`, 1 for a real sample and 0 for padding, when some client's batch is padded
     /// to the cohort's longest batch of the step. Layers that compute statistics over the
@@ -36,6 +39,7 @@ impl<'a> Mode<'a> {
         Mode::Train(Training { noise, valid: None })
     }
 
+    /// Whether this is a training pass.
     pub fn is_train(&self) -> bool {
         matches!(self, Mode::Train(_))
     }
@@ -58,6 +62,50 @@ impl<'a> Mode<'a> {
     }
 }
 
+/// An architecture: its [`Structure`], its initialisation and its forward pass in cohort form.
+///
+/// # Contract
+/// A model holds no weights and is shared (`Arc`) by the engine and every worker thread, so
+/// its methods take `&self` and must be pure functions of their arguments. `init` draws only
+/// from the `rng` it gets. `forward` receives the tensors in [`Model::structure`] order with a
+/// leading client dimension, and must keep clients apart: client `c`'s logits may depend only
+/// on its own slices of the parameters, inputs and noise (that is what makes a client's result
+/// the same alone or in a cohort). It must read sizes from the tensors it gets, not from the
+/// structure, since a structured mask hands it a smaller sub-model. Buffers
+/// ([`crate::TensorSpec::trainable`] false) are updated in place in training mode.
+/// `flops_per_tensor` feeds the cost model and must be a deterministic function of the shapes.
+///
+/// # Example
+/// Multinomial logistic regression on flat inputs, `logits = x Wᵀ + b`:
+/// ```
+/// use fl_core::rng::{self, Rng};
+/// use fl_core::tch::{Device, Kind, Tensor};
+/// use fl_core::{Mode, Model, ParamSet, Structure, TensorSpec, forward_one};
+///
+/// struct Logistic(Structure);
+///
+/// impl Model for Logistic {
+///     fn structure(&self) -> &Structure {
+///         &self.0
+///     }
+///     fn init(&self, _: &mut Rng) -> ParamSet {
+///         let zeros = |t: &TensorSpec| Tensor::zeros(t.shape.as_slice(), (Kind::Float, Device::Cpu));
+///         ParamSet::new(self.0.names(), self.0.tensors.iter().map(zeros).collect()).unwrap()
+///     }
+///     fn forward(&self, p: &[Tensor], x: &Tensor, _: &mut Mode) -> Tensor {
+///         p[1].unsqueeze(1).baddbmm(x, &p[0].transpose(1, 2), 1, 1) // [C, B, classes]
+///     }
+///     fn flops_per_tensor(&self, shapes: &[Vec<i64>]) -> Vec<f64> {
+///         vec![2.0 * (shapes[0][0] * shapes[0][1]) as f64, 0.0]
+///     }
+/// }
+/// let tensors = vec![TensorSpec::new("fc.weight", [10, 784]), TensorSpec::new("fc.bias", [10])];
+/// let model = Logistic(Structure { tensors, groups: vec![] });
+/// assert_eq!(model.forward_flops(&model.structure().shapes()), 15_680.0);
+/// let params = model.init(&mut rng::stream(0, &[]));
+/// let x = Tensor::zeros([3, 784], (Kind::Float, Device::Cpu));
+/// assert_eq!(forward_one(&model, params.tensors(), &x, &mut Mode::Eval).size(), [3, 10]);
+/// ```
 pub trait Model: Send + Sync {
     /// Tensors (names, full shapes) and maskable unit groups.
     fn structure(&self) -> &Structure;

@@ -8,6 +8,7 @@ use tch::{Device, Kind, Tensor};
 
 use crate::error::{Error, Result};
 
+/// A model state: named tensors in the model's [`crate::Structure`] order.
 #[derive(Debug)]
 pub struct ParamSet {
     names: Vec<String>,
@@ -15,6 +16,7 @@ pub struct ParamSet {
 }
 
 impl ParamSet {
+    /// A set of `tensors` named `names`, in that order; fails if the counts differ.
     pub fn new(names: Vec<String>, tensors: Vec<Tensor>) -> Result<Self> {
         if names.len() != tensors.len() {
             return Err(Error::invalid(format!("ParamSet::new: {} names for {} tensors", names.len(), tensors.len())));
@@ -22,34 +24,42 @@ impl ParamSet {
         Ok(ParamSet { names, tensors })
     }
 
+    /// Number of tensors.
     pub fn len(&self) -> usize {
         self.tensors.len()
     }
 
+    /// Whether the set has no tensor.
     pub fn is_empty(&self) -> bool {
         self.tensors.is_empty()
     }
 
+    /// Tensor names, in order.
     pub fn names(&self) -> &[String] {
         &self.names
     }
 
+    /// The tensors, in order.
     pub fn tensors(&self) -> &[Tensor] {
         &self.tensors
     }
 
+    /// The tensors, in order, without their names.
     pub fn into_tensors(self) -> Vec<Tensor> {
         self.tensors
     }
 
+    /// The tensor called `name`, if any.
     pub fn get(&self, name: &str) -> Option<&Tensor> {
         self.names.iter().position(|n| n == name).map(|i| &self.tensors[i])
     }
 
+    /// `(name, tensor)` pairs, in order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Tensor)> {
         self.names.iter().map(String::as_str).zip(&self.tensors)
     }
 
+    /// Each tensor's shape, in order.
     pub fn shapes(&self) -> Vec<Vec<i64>> {
         self.tensors.iter().map(Tensor::size).collect()
     }
@@ -69,14 +79,17 @@ impl ParamSet {
         self.map(|t| t.detach().copy())
     }
 
+    /// Zero tensors of the same names, shapes, kinds and device.
     pub fn zeros_like(&self) -> Self {
         self.map(Tensor::zeros_like)
     }
 
+    /// The set on `device` (shares storage where the tensors already are there).
     pub fn to_device(&self, device: Device) -> Self {
         self.map(|t| t.to_device(device))
     }
 
+    /// The set converted to element type `kind` (shares storage where it already is).
     pub fn to_kind(&self, kind: Kind) -> Self {
         self.map(|t| t.to_kind(kind))
     }

@@ -29,8 +29,12 @@ pub struct DeviceProfile {
 /// The size and work of one job, as the cost model sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct JobCost {
+    /// Bytes the client downloads before training: its (sub-)model, or under a split its part
+    /// of it.
     pub down_bytes: f64,
+    /// FLOPs of the client's local training ([`train_flops`]; under a split, its part).
     pub train_flops: f64,
+    /// Bytes the client uploads after training: its update, as large as its download.
     pub up_bytes: f64,
     /// Split learning: bytes relayed each way during training (activations up, gradients down).
     pub relay_bytes: f64,
@@ -42,12 +46,16 @@ pub struct JobCost {
 /// A job's virtual duration, phase by phase (seconds).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Phases {
+    /// Downloading the (sub-)model.
     pub down_s: f64,
+    /// Local training (under a split, also the wait for the server and the relay).
     pub compute_s: f64,
+    /// Uploading the update.
     pub up_s: f64,
 }
 
 impl Phases {
+    /// The job's whole duration: download, compute and upload, in virtual seconds.
     pub fn total_s(&self) -> f64 {
         self.down_s + self.compute_s + self.up_s
     }
@@ -86,33 +94,47 @@ pub fn train_flops(forward_flops_per_sample: f64, sample_passes: f64) -> f64 {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "dist", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Quantity {
+    /// The same value for every client.
     Constant {
+        /// The value (> 0), in the resource's unit (FLOP/s or bytes/s).
         value: f64,
     },
     /// Discrete classes: `values[i]` with probability proportional to `shares[i]`
     /// (Fed-RAA's capability classes 1 and 3 with share β).
     Classes {
+        /// The class values (each > 0).
         values: Vec<f64>,
+        /// One relative weight per value (≥ 0, not all zero; they need not sum to 1).
         shares: Vec<f64>,
     },
     /// Exact class sizes: ⌊share·N⌋ of the N clients get `values[i]`, the last class takes
     /// the rest, in a random order (Fed-RAA's share β of capability-1 clients, exactly).
     Quota {
+        /// The class values (each > 0).
         values: Vec<f64>,
+        /// One relative weight per value (≥ 0, not all zero); the last class takes the
+        /// clients the others leave after rounding down.
         shares: Vec<f64>,
     },
+    /// Uniform on `[low, high]`.
     Uniform {
+        /// Lower bound (> 0).
         low: f64,
+        /// Upper bound (≥ `low`).
         high: f64,
     },
     /// Log-normal with the given median and log-space standard deviation.
     LogNormal {
+        /// The median (> 0), `exp` of the log-space mean.
         median: f64,
+        /// Standard deviation of the logarithm (≥ 0; 0 gives the median to every client).
         sigma: f64,
     },
 }
 
 impl Quantity {
+    /// Checks the parameters: values positive, one share per class value, shares
+    /// non-negative and not all zero, `low ≤ high`, `sigma ≥ 0`.
     pub fn validate(&self) -> std::result::Result<(), String> {
         let ok = match self {
             Quantity::Constant { value } => *value > 0.0,
@@ -178,8 +200,11 @@ impl Quantity {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DevicesConfig {
+    /// Training throughput, FLOP/s (default: log-normal, median 1e9, σ 0.5).
     pub flops_per_s: Quantity,
+    /// Upload bandwidth, bytes/s (default: 1.25e6, i.e. 10 Mbit/s).
     pub up_bytes_per_s: Quantity,
+    /// Download bandwidth, bytes/s (default: 5e6, i.e. 40 Mbit/s).
     pub down_bytes_per_s: Quantity,
     /// Log-space standard deviation of a per-job multiplicative noise on duration (0: none).
     pub jitter: f64,
@@ -197,6 +222,7 @@ impl Default for DevicesConfig {
 }
 
 impl DevicesConfig {
+    /// Checks every distribution and that `jitter` is non-negative; the error names the key.
     pub fn validate(&self) -> std::result::Result<(), InvalidKey> {
         self.flops_per_s.validate().map_err(|e| InvalidKey::new("flops_per_s", e))?;
         self.up_bytes_per_s.validate().map_err(|e| InvalidKey::new("up_bytes_per_s", e))?;

@@ -27,25 +27,37 @@ use crate::trainer::LocalTrainer;
 /// What a dataset constructor gets besides its parameters.
 #[derive(Debug, Clone)]
 pub struct DataContext {
+    /// Where datasets are stored on disk (the run option `data_dir`).
     pub data_dir: PathBuf,
+    /// The compute device the samples are to be placed on.
     pub device: Device,
+    /// The experiment's seed, for datasets that are generated (FedProx's Synthetic).
     pub seed: u64,
 }
 
 /// A component's constructor; the variant fixes its kind.
 #[derive(Clone, Copy)]
 pub enum Builder {
+    /// Loads a dataset from its section and the run's data directory, device and seed.
     Dataset(fn(&Params, &DataContext) -> Result<FederatedData>),
+    /// Builds a partitioner from its section.
     Partitioner(fn(&Params) -> Result<Box<dyn Partitioner>>),
+    /// Builds a model from its section and the dataset's input shape and classes.
     Model(fn(&Params, &DataSpec) -> Result<Arc<dyn Model>>),
+    /// Builds a local trainer from its section.
     Trainer(fn(&Params) -> Result<Arc<dyn LocalTrainer>>),
+    /// Builds a mask policy from its section.
     MaskPolicy(fn(&Params) -> Result<Box<dyn MaskPolicy>>),
+    /// Builds a scheduler from its section.
     Scheduler(fn(&Params) -> Result<Box<dyn Scheduler>>),
+    /// Builds an aggregator from its section.
     Aggregator(fn(&Params) -> Result<Box<dyn Aggregator>>),
+    /// Builds a staleness function from its section.
     Staleness(fn(&Params) -> Result<Box<dyn StalenessFn>>),
 }
 
 impl Builder {
+    /// The kind of component this constructor builds.
     pub fn kind(&self) -> ComponentKind {
         match self {
             Builder::Dataset(_) => ComponentKind::Dataset,
@@ -62,12 +74,15 @@ impl Builder {
 
 /// One registered component. Submit with `inventory::submit! { Component { .. } }`.
 pub struct Component {
+    /// The name an experiment file selects it by (`name = "…"` in its section), unique per kind.
     pub name: &'static str,
+    /// One line saying what it does, as `fl list` prints it.
     pub summary: &'static str,
     /// Citation of the paper that defines it ("" for generic building blocks).
     pub paper: &'static str,
     /// The parameters and their defaults (usually [`defaults_of`] of the config struct).
     pub defaults: fn() -> toml::Table,
+    /// The constructor; its variant is the component's kind.
     pub build: Builder,
     /// `module_path!()` of the registration, to name both sides of a duplicate.
     pub origin: &'static str,
@@ -78,11 +93,15 @@ inventory::collect!(Component);
 /// A preset: an experiment-file fragment naming a component (and parameters) for some kinds.
 /// The experiment file can still override any of them.
 pub struct Method {
+    /// The name an experiment file selects it by (`method = "…"`), unique among methods.
     pub name: &'static str,
+    /// One line saying what it is, as `fl list` prints it.
     pub summary: &'static str,
+    /// Citation of the paper that defines it ("" for none).
     pub paper: &'static str,
     /// TOML with sections such as `[scheduler]`, `[aggregator]`, each with `name = ...`.
     pub preset: &'static str,
+    /// `module_path!()` of the registration, to name both sides of a duplicate.
     pub origin: &'static str,
 }
 
@@ -96,12 +115,18 @@ pub fn defaults_of<C: Default + Serialize>() -> toml::Table {
 /// A component's parameter table, with where it came from for error messages.
 #[derive(Debug, Clone)]
 pub struct Params {
+    /// The experiment file the parameters come from, for error messages.
     pub file: String,
+    /// The section they were read from (`"scheduler"`, `"eval"`), the prefix of every key in
+    /// error messages.
     pub section: String,
+    /// The section's keys and values (for a component: merged with the method's preset,
+    /// without `name`).
     pub table: toml::Table,
 }
 
 impl Params {
+    /// Parameters `table` read from `section` of `file`.
     pub fn new(file: impl Into<String>, section: impl Into<String>, table: toml::Table) -> Self {
         Params { file: file.into(), section: section.into(), table }
     }
@@ -187,6 +212,7 @@ impl Registry {
         self.components.get(&kind).into_iter().flat_map(|m| m.values().copied())
     }
 
+    /// Registered methods, sorted by name.
     pub fn methods(&self) -> impl Iterator<Item = &'static Method> + '_ {
         self.methods.values().copied()
     }
@@ -202,6 +228,8 @@ impl Registry {
         })
     }
 
+    /// Looks a method up; an unknown name is a configuration error of `file`'s `method` key
+    /// listing the registered methods, nearest first.
     pub fn method(&self, name: &str, file: &str) -> Result<&'static Method> {
         self.methods.get(name).copied().ok_or_else(|| Error::Config {
             file: file.into(),

@@ -34,12 +34,21 @@ pub fn stream(root: u64, tags: &[u64]) -> Rng {
 
 /// Tags naming the independent streams of a run.
 pub mod tag {
+    /// The partitioner's split of the training samples among clients.
     pub const PARTITION: u64 = 1;
+    /// The global model's initialisation (`[MODEL_INIT]`) and clients' own fresh models
+    /// (`[MODEL_INIT, 1, key]`).
     pub const MODEL_INIT: u64 = 2;
+    /// The clients' device profiles.
     pub const PROFILES: u64 = 3;
+    /// The scheduler's stream ([`crate::SchedulingContext::rng`]).
     pub const SCHEDULER: u64 = 4;
+    /// The mask policy's stream ([`crate::MaskCtx::rng`]).
     pub const MASK: u64 = 5;
+    /// A job's streams: `[JOB, client, job]` for its host stream and jitter, with a trailing
+    /// `1` for its tensor noise.
     pub const JOB: u64 = 6;
+    /// Datasets that are generated (FedProx's Synthetic).
     pub const DATASET: u64 = 7;
 }
 
@@ -53,6 +62,7 @@ pub struct TensorNoise {
 }
 
 impl TensorNoise {
+    /// A stream at its first draw, keyed by `seed` (usually [`derive_seed`] of a tag path).
     pub fn new(seed: u64) -> Self {
         TensorNoise { seed, draws: 0 }
     }

@@ -18,6 +18,57 @@ use crate::rng::Rng;
 use crate::update::ClientUpdate;
 
 /// Decides, event by event, which clients train and when the server aggregates.
+///
+/// # Contract
+/// The engine calls the scheduler on the run's own thread, one event at a time, in virtual
+/// time order: [`Scheduler::on_start`] once, after the evaluation of the initial model at
+/// version 0; then [`Scheduler::on_arrival`] each time a client's update arrives (it is
+/// already among the pending updates and the client is no longer busy), and
+/// [`Scheduler::on_timer`] for each timer it set. In each call it acts through the context:
+/// dispatching jobs, aggregating the pending updates, setting timers, stopping. An action
+/// takes effect at once, at the event's virtual time.
+///
+/// The run ends when the scheduler calls [`SchedulingContext::stop`], when nothing is left to
+/// happen (no job in flight, no timer; periodic evaluations alone do not keep a run going), or
+/// at a limit of the `[run]` section (aggregations, virtual time, accuracy). Updates still
+/// pending then are never aggregated.
+///
+/// A scheduler must draw randomness from [`SchedulingContext::rng`] only and never read the
+/// host clock, so that a run is a deterministic function of its configuration and seed. It may
+/// not dispatch a client that is busy unless [`JobStart::concurrent`] says so (the dispatch
+/// fails); an error it returns ends the run.
+///
+/// # Example
+/// Synchronous rounds: every client trains, the server aggregates when the last has arrived.
+/// ```
+/// use fl_core::{Result, SchedCtx, Scheduler};
+///
+/// struct EveryClient {
+///     rounds: u64,
+/// }
+///
+/// impl Scheduler for EveryClient {
+///     fn on_start(&mut self, ctx: &mut SchedCtx) -> Result<()> {
+///         (0..ctx.num_clients()).try_for_each(|c| ctx.dispatch(c))
+///     }
+///
+///     fn on_arrival(&mut self, ctx: &mut SchedCtx, _client: usize) -> Result<()> {
+///         if ctx.in_flight() == 0 {
+///             ctx.aggregate()?;
+///             if ctx.version() < self.rounds {
+///                 return self.on_start(ctx);
+///             }
+///             ctx.stop();
+///         }
+///         Ok(())
+///     }
+///
+///     fn planned_aggregations(&self) -> Option<u64> {
+///         Some(self.rounds)
+///     }
+/// }
+/// # let _: Box<dyn Scheduler> = Box::new(EveryClient { rounds: 3 });
+/// ```
 pub trait Scheduler: Send {
     /// The run starts (the global model is at version 0): dispatch the first jobs.
     fn on_start(&mut self, ctx: &mut SchedCtx) -> Result<()>;
@@ -50,6 +101,7 @@ pub trait SchedulingContext {
     /// Current global model version (number of aggregations so far).
     fn version(&self) -> u64;
 
+    /// Clients in the federation; client ids are `0..num_clients()`.
     fn num_clients(&self) -> usize;
 
     /// Whether `client` has a job in flight.
@@ -64,6 +116,8 @@ pub trait SchedulingContext {
     /// Updates that arrived and were not aggregated yet: (client, base version).
     fn pending(&self) -> Vec<(usize, u64)>;
 
+    /// Number of pending updates (the length of [`SchedulingContext::pending`], without
+    /// building it).
     fn pending_len(&self) -> usize;
 
     /// `client`'s device: its speeds and link.

@@ -32,6 +32,8 @@ pub struct SplitConfig {
 }
 
 impl SplitConfig {
+    /// Checks that the server's throughput is positive, the round trip non-negative and
+    /// `activation_floats`, if given, positive; the error names the key.
     pub fn validate(&self) -> std::result::Result<(), InvalidKey> {
         if !(self.server_flops_per_s > 0.0) {
             return Err(InvalidKey::new(
@@ -90,8 +92,11 @@ impl SplitConfig {
 pub struct SplitPoint {
     /// Tensors `0..client_tensors` are the client's.
     pub client_tensors: usize,
+    /// Floats per sample crossing the cut each way (activations up, their gradients down).
     pub activation_floats: f64,
+    /// The server's training throughput, FLOP/s.
     pub server_flops_per_s: f64,
+    /// Latency of one mini-batch exchange, virtual seconds.
     pub round_trip_s: f64,
 }
 

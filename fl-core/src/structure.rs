@@ -9,9 +9,12 @@
 use crate::error::{Error, Result};
 use crate::mask::{Mask, StructuredMask};
 
+/// One tensor of a model: its name, full shape, and whether it is trained.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TensorSpec {
+    /// PyTorch-style name, e.g. `fc1.weight`; unique within the model.
     pub name: String,
+    /// The full (unmasked) shape.
     pub shape: Vec<i64>,
     /// False for a *buffer*: state the forward pass updates itself in training (BatchNorm's
     /// running statistics). Buffers get no gradient and no optimizer step, but they are part
@@ -36,29 +39,45 @@ impl TensorSpec {
 /// layer covers `block = H * W` columns).
 #[derive(Debug, Clone, PartialEq)]
 pub struct UnitMember {
+    /// The tensor, as an index into [`Structure::tensors`].
     pub tensor: usize,
+    /// The dimension of that tensor the units index.
     pub dim: usize,
+    /// Indices of the dimension per unit (1 for a neuron's row or column).
     pub block: i64,
 }
 
+/// Units (neurons, channels, heads) that a structured mask keeps or drops together across the
+/// tensors they appear in: a layer's width.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UnitGroup {
+    /// A name for error messages, e.g. the layer's (`fc1`).
     pub name: String,
+    /// Number of units in the full model.
     pub units: i64,
+    /// The tensor dimensions that move together when a unit goes; no dimension may belong to
+    /// two groups.
     pub members: Vec<UnitMember>,
 }
 
+/// What a model exposes to masks and to the cost model: its tensors and its maskable unit
+/// groups.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Structure {
+    /// Every tensor of the model state (parameters and buffers), in the order of `forward`'s
+    /// parameters and of every [`crate::ParamSet`] of the model.
     pub tensors: Vec<TensorSpec>,
+    /// The unit groups structured masks are built from (empty: the model cannot be narrowed).
     pub groups: Vec<UnitGroup>,
 }
 
 impl Structure {
+    /// Tensor names, in structure order.
     pub fn names(&self) -> Vec<String> {
         self.tensors.iter().map(|t| t.name.clone()).collect()
     }
 
+    /// Full tensor shapes, in structure order.
     pub fn shapes(&self) -> Vec<Vec<i64>> {
         self.tensors.iter().map(|t| t.shape.clone()).collect()
     }
@@ -73,6 +92,7 @@ impl Structure {
         self.tensors.iter().map(|t| t.trainable).collect()
     }
 
+    /// The position of the tensor called `name`, if the model has one.
     pub fn tensor_index(&self, name: &str) -> Option<usize> {
         self.tensors.iter().position(|t| t.name == name)
     }

@@ -28,18 +28,24 @@ use crate::params::ParamSet;
 use crate::rng::{Rng, TensorNoise};
 use crate::split::SplitConfig;
 
+/// One client's local training, self-contained: everything the trainer needs, fixed at
+/// dispatch.
 pub struct TrainJob {
+    /// The architecture (shared by every job of the run).
     pub model: Arc<dyn Model>,
-    /// Starting (sub-)model tensors, on the compute device.
+    /// Starting (sub-)model tensors, on the compute device. They may share storage with the
+    /// global model: never modify them in place.
     pub params: ParamSet,
     /// For elementwise masks: gradients are multiplied by these 0/1 tensors, so masked
     /// weights never move.
     pub grad_mask: Option<Vec<Option<Tensor>>>,
     /// The shared training set (shallow handles); the client's samples are `indices` into it.
     pub data: Dataset,
+    /// The client's sample indices into `data`, `[n]` int64 on the compute device.
     pub indices: Tensor,
-    /// The job's host stream (batch order) and tensor noise stream (dropout).
+    /// The job's host stream (batch order).
     pub rng: Rng,
+    /// The job's tensor noise stream (dropout).
     pub noise: TensorNoise,
     /// The global version the job starts from.
     pub version: u64,
@@ -49,10 +55,13 @@ pub struct TrainJob {
     pub delay: f64,
 }
 
+/// What a job returns to the engine.
 pub struct TrainOutcome {
+    /// The trained (sub-)model: the job's starting tensors' names and shapes, new values.
     pub params: ParamSet,
     /// Mean training loss over the job's steps (read once, at the end of the cohort).
     pub mean_loss: f64,
+    /// Optimisation steps the job made (fewer than planned if it stopped early).
     pub steps: usize,
 }
 
@@ -79,6 +88,49 @@ pub trait TrainSession: Send {
     fn finish(self: Box<Self>) -> Result<Vec<TrainOutcome>>;
 }
 
+/// Client-side optimisation: trains cohorts of [`TrainJob`]s.
+///
+/// # Contract
+/// The trainer is shared (`Arc`) by the engine and its worker threads. For an ordinary job the
+/// engine calls [`LocalTrainer::train_cohort`] on a worker thread (for the runs of a
+/// [`crate::engine::pack::RunPack`], on a run's thread), with one job or, when
+/// [`LocalTrainer::batches`] is true and batching is on, several; a job that pulls the global
+/// model mid-training goes through a [`TrainSession`] of its own: `start`, `run_until(share)`,
+/// `merge_pulled` if a newer model exists, `run_until(1.0)`, `finish`, each step possibly on
+/// another worker thread. The outcome's `params` must have the names and shapes of the job's
+/// `params`; the engine turns them into the update's delta.
+///
+/// A trainer must not modify a job's starting tensors in place (they may be the global
+/// model's) and must draw randomness only from the job's `rng` and `noise`. It should give
+/// each job the same result (up to floating-point rounding) alone or in a cohort, so that
+/// batching does not change a run's metrics.
+/// [`LocalTrainer::sample_passes`] and [`LocalTrainer::steps`] feed the cost model, on the
+/// engine's thread: they must be deterministic functions of the client's sample count.
+///
+/// # Example
+/// A trainer that leaves the model as it is (no step at all), for tests of schedulers:
+/// ```
+/// use fl_core::trainer::{PullInfo, TrainSession};
+/// use fl_core::{LocalTrainer, ParamSet, Result, TrainJob, TrainOutcome};
+///
+/// struct Idle(Vec<TrainJob>);
+///
+/// impl TrainSession for Idle {
+///     fn run_until(&mut self, _share: f64) -> Result<()> { Ok(()) }
+///     fn merge_pulled(&mut self, _: &ParamSet, _: PullInfo) -> Result<()> { Ok(()) }
+///     fn finish(self: Box<Self>) -> Result<Vec<TrainOutcome>> {
+///         Ok(self.0.into_iter().map(|j| TrainOutcome { params: j.params, mean_loss: 0.0, steps: 0 }).collect())
+///     }
+/// }
+///
+/// struct NoTraining;
+///
+/// impl LocalTrainer for NoTraining {
+///     fn start(&self, jobs: Vec<TrainJob>) -> Result<Box<dyn TrainSession>> { Ok(Box::new(Idle(jobs))) }
+///     fn sample_passes(&self, samples: usize) -> f64 { samples as f64 }
+/// }
+/// # let _: std::sync::Arc<dyn LocalTrainer> = std::sync::Arc::new(NoTraining);
+/// ```
 pub trait LocalTrainer: Send + Sync {
     /// Starts a cohort: jobs of one model on one training set whose (sub-)models have equal
     /// shapes. A trainer that cannot batch accepts only cohorts of one

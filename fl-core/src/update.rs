@@ -4,8 +4,10 @@ use crate::clock::Tick;
 use crate::mask::Mask;
 use crate::params::ParamSet;
 
+/// A finished job's result as the server receives it, pending until the next aggregation.
 #[derive(Debug)]
 pub struct ClientUpdate {
+    /// The client that trained it.
     pub client: usize,
     /// The engine's job counter, unique per run.
     pub job: u64,
@@ -13,6 +15,7 @@ pub struct ClientUpdate {
     pub base_version: u64,
     /// That version's parameters (shared storage, never mutated).
     pub base: ParamSet,
+    /// The part of the model the client trained.
     pub mask: Mask,
     /// The mask policy's alternative the scheduler chose for the job (Fed-RAA's fragment).
     pub choice: Option<usize>,
@@ -28,7 +31,9 @@ pub struct ClientUpdate {
     pub multiplicity: u32,
     /// Mean training loss over the job's steps.
     pub train_loss: f64,
+    /// Virtual time of the dispatch, in ticks (before any wait the scheduler asked for).
     pub dispatched_at: Tick,
+    /// Virtual time of the arrival at the server, in ticks.
     pub arrived_at: Tick,
 }
 

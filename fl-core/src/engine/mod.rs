@@ -46,22 +46,35 @@ pub const BYTES_PER_PARAM: f64 = 4.0;
 
 /// Everything a simulation is built from.
 pub struct Setup {
+    /// The architecture every client trains.
     pub model: Arc<dyn Model>,
+    /// The clients' local optimisation.
     pub trainer: Arc<dyn LocalTrainer>,
+    /// Who trains when, and when the server aggregates.
     pub scheduler: Box<dyn Scheduler>,
+    /// How updates merge into the global model.
     pub aggregator: Box<dyn Aggregator>,
+    /// Which part of the model each job trains.
     pub mask_policy: Box<dyn MaskPolicy>,
+    /// The weight of a stale update.
     pub staleness: Box<dyn StalenessFn>,
-    /// Training and test sets, already on `device`.
+    /// The training set, already on `device`; clients hold indices into it.
     pub train: Dataset,
+    /// The test set the global model is evaluated on, already on `device`.
     pub test: Dataset,
     /// Each client's sample indices into `train`.
     pub partition: Vec<Vec<i64>>,
+    /// The distributions client device profiles are drawn from, and the per-job jitter.
     pub devices: DevicesConfig,
+    /// When and how the global model is evaluated.
     pub eval: EvalConfig,
+    /// When the run stops regardless of the scheduler, and how jobs batch into cohorts.
     pub run: RunConfig,
+    /// The run seed every random stream derives from.
     pub seed: u64,
+    /// The compute device of the model, the data and training.
     pub device: Device,
+    /// Worker threads training jobs (at least 1 is used); results do not depend on it.
     pub workers: usize,
 }
 
@@ -316,6 +329,9 @@ pub struct Simulation {
 }
 
 impl Simulation {
+    /// A run of `setup`: draws the device profiles and initialises the global model (version
+    /// 0) from the seed. Fails if there are no clients, a client has no samples, or the
+    /// model's initial shapes or the trainer's split do not fit the model's structure.
     pub fn new(setup: Setup) -> Result<Self> {
         Self::with_pack(setup, None)
     }
@@ -418,6 +434,8 @@ impl Simulation {
         Ok(Simulation { scheduler, world })
     }
 
+    /// Aggregations the run will make if nothing stops it early: the smaller of the
+    /// scheduler's plan and `[run] max_aggregations`, whichever are known (for progress).
     pub fn planned_aggregations(&self) -> Option<u64> {
         match (self.scheduler.planned_aggregations(), self.world.run.max_aggregations) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -425,10 +443,12 @@ impl Simulation {
         }
     }
 
+    /// The current global model (after [`Simulation::run`], the final one).
     pub fn global(&self) -> &ParamSet {
         &self.world.global
     }
 
+    /// The global model's version: the number of aggregations so far.
     pub fn version(&self) -> u64 {
         self.world.version
     }

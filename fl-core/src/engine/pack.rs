@@ -44,6 +44,7 @@ pub struct RunPack {
 }
 
 impl RunPack {
+    /// An empty pack: runs join it as they are built with [`crate::Experiment::build_in`].
     pub fn new() -> Self {
         Self::default()
     }

@@ -12,6 +12,9 @@ use std::thread::JoinHandle;
 
 type Task = Box<dyn FnOnce() + Send>;
 
+/// Worker threads that start submitted closures in submission order, each thread with
+/// libtorch's intra-op parallelism pinned to one thread. Dropping the pool skips queued jobs
+/// and joins the threads.
 pub struct WorkerPool {
     sender: Option<Sender<Task>>,
     /// Set when the pool is dropped: queued jobs whose results nobody waits for are skipped.
@@ -43,6 +46,7 @@ fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
 }
 
 impl WorkerPool {
+    /// A pool of `workers` threads (at least one).
     pub fn new(workers: usize) -> Self {
         let (sender, receiver) = mpsc::channel::<Task>();
         let receiver = Arc::new(Mutex::new(receiver));
@@ -70,10 +74,13 @@ impl WorkerPool {
         WorkerPool { sender: Some(sender), cancelled: Arc::new(AtomicBool::new(false)), threads }
     }
 
+    /// Number of worker threads.
     pub fn workers(&self) -> usize {
         self.threads.len()
     }
 
+    /// Queues `job` for the next free worker; its result (or its panic) comes back through the
+    /// handle.
     pub fn submit<T: Send + 'static>(&self, job: impl FnOnce() -> T + Send + 'static) -> JobHandle<T> {
         let (tx, rx) = mpsc::channel();
         let cancelled = Arc::clone(&self.cancelled);

@@ -23,6 +23,8 @@ pub struct EvalConfig {
     /// test loss NaN. For long runs whose per-round training loss matters (asyncnc's server
     /// loss) but whose test pass costs more than a round.
     pub test_every: u64,
+    /// Test samples per forward pass of an evaluation (memory only: results do not depend
+    /// on it beyond rounding).
     pub batch_size: usize,
 }
 
@@ -33,6 +35,8 @@ impl Default for EvalConfig {
 }
 
 impl EvalConfig {
+    /// Checks that `batch_size` and `test_every` are at least 1 and `every_virtual_s`
+    /// positive; the error names the key.
     pub fn validate(&self) -> std::result::Result<(), InvalidKey> {
         if self.batch_size == 0 {
             return Err(InvalidKey::new("batch_size", "expected at least 1"));
@@ -52,7 +56,9 @@ impl EvalConfig {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RunConfig {
+    /// Stop once the global model reaches this version (this many aggregations).
     pub max_aggregations: Option<u64>,
+    /// Stop at this virtual time, in seconds: events after it are not processed.
     pub max_virtual_time_s: Option<f64>,
     /// Stop as soon as an evaluation reaches this accuracy.
     pub stop_at_accuracy: Option<f64>,
@@ -65,6 +71,8 @@ pub struct RunConfig {
 }
 
 impl RunConfig {
+    /// Checks that `max_virtual_time_s` is positive and `max_cohort` at least 1; the error
+    /// names the key.
     pub fn validate(&self) -> std::result::Result<(), InvalidKey> {
         if self.max_virtual_time_s.is_some_and(|t| !(t > 0.0)) {
             return Err(InvalidKey::new("max_virtual_time_s", "expected a positive number of seconds"));
@@ -80,25 +88,37 @@ impl RunConfig {
 /// configuration and seed (host timings are reported separately).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct EvalRecord {
+    /// Virtual time of the evaluation, seconds.
     pub virtual_time_s: f64,
+    /// Global model version evaluated (the number of aggregations so far).
     pub version: u64,
     /// Client updates aggregated so far.
     pub updates: u64,
+    /// Top-1 accuracy on the test set, in [0, 1] (NaN when this evaluation skipped the test
+    /// set, see [`EvalConfig::test_every`]).
     pub accuracy: f64,
+    /// Mean cross-entropy on the test set (NaN when the test set was skipped).
     pub loss: f64,
-    /// Mean local training loss of the updates aggregated since the previous evaluation.
+    /// Mean local training loss of the updates aggregated since the previous evaluation (NaN
+    /// if there were none).
     pub train_loss: f64,
-    /// Mean and max staleness (versions) of those updates.
+    /// Mean staleness, in versions, of those updates (NaN if there were none).
     pub mean_staleness: f64,
+    /// Largest staleness, in versions, of those updates (0 if there were none).
     pub max_staleness: u64,
+    /// Bytes uploaded by clients so far (updates of arrived jobs, and split-learning relay).
     pub bytes_up: f64,
+    /// Bytes downloaded by clients so far (models of dispatched jobs, mid-training pulls, and
+    /// split-learning relay).
     pub bytes_down: f64,
 }
 
 impl EvalRecord {
+    /// The header line of the metrics CSV, the fields in declaration order.
     pub const CSV_HEADER: &'static str =
         "virtual_time_s,version,updates,accuracy,loss,train_loss,mean_staleness,max_staleness,bytes_up,bytes_down";
 
+    /// The record as one CSV line (no newline), in [`EvalRecord::CSV_HEADER`]'s order.
     pub fn csv_row(&self) -> String {
         format!(
             "{},{},{},{},{},{},{},{},{},{}",
@@ -145,13 +165,21 @@ impl Observer for Vec<EvalRecord> {
 /// The end-of-run summary (`summary.json` adds host timings to it).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Summary {
+    /// Test accuracy at the last evaluation (NaN without evaluations).
     pub final_accuracy: f64,
+    /// Highest test accuracy over the evaluations (NaN if none ran the test set).
     pub best_accuracy: f64,
+    /// Test loss at the last evaluation (NaN without evaluations).
     pub final_loss: f64,
+    /// Virtual time at the end of the run, seconds.
     pub virtual_time_s: f64,
+    /// Aggregations made: the final global version.
     pub aggregations: u64,
+    /// Client updates aggregated.
     pub updates: u64,
+    /// Evaluation records produced.
     pub evaluations: usize,
+    /// The `[run] target_accuracy` the run was asked to time, if any.
     pub target_accuracy: Option<f64>,
     /// Virtual seconds until `target_accuracy` was first reached.
     pub time_to_target_s: Option<f64>,
@@ -171,6 +199,7 @@ pub struct ClientStats {
 }
 
 impl Summary {
+    /// The summary of a run from its evaluation records and end-of-run counters.
     pub fn from_records(
         records: &[EvalRecord],
         virtual_time_s: f64,

@@ -16,11 +16,14 @@ pub enum LrDecay {
     /// The same rate at every step.
     #[default]
     Constant,
-    /// lr / √(e + 1) in local epoch e (from 0): asyncnc's experiments (its "epoch number").
+    /// lr / √(e + 1) in local epoch e (from 0): the experiments of asyncnc (Forootani and
+    /// Iervolino, "Asynchronous Federated Learning with non-convex client objective functions
+    /// and heterogeneous dataset", Sections 5.3 and 5.4: "t is the epoch number").
     InvSqrtEpoch,
     /// lr / √(s + 1) at local step s (from 0).
     InvSqrtStep,
-    /// lr / √(t + 1) for a job starting from global version t: asyncnc's Lemma 3.
+    /// lr / √(t + 1) for a job starting from global version t: asyncnc's Lemma 3 (Forootani
+    /// and Iervolino, Section 4).
     InvSqrtRound,
 }
 
@@ -38,7 +41,9 @@ impl LrDecay {
 
 /// What the table is computed from.
 pub struct RateConfig {
+    /// The base learning rate.
     pub lr: f64,
+    /// How it decays over the job.
     pub decay: LrDecay,
     /// α of the delay penalty lr / (1 + α·d).
     pub delay_alpha: f64,
@@ -70,6 +75,8 @@ pub struct RateTable {
 }
 
 impl RateTable {
+    /// The table of `clients` (in cohort order), on `device`: `T` is the most steps any
+    /// client makes.
     pub fn new(cfg: &RateConfig, clients: &[ClientRates], device: Device) -> RateTable {
         let total = clients.iter().map(|c| c.epochs.len()).max().unwrap_or(0);
         let cells = total * clients.len();

@@ -20,6 +20,9 @@ pub struct ReferenceSgd {
 }
 
 impl ReferenceSgd {
+    /// The reference loop with `cfg` (not validated here). It implements plain SGD with
+    /// momentum, weight decay, the proximal term, gradient masking and pulls; it ignores
+    /// `optimizer`, `lr_decay`, `delay_alpha`, `reset_each_epoch` and `patience`.
     pub fn new(cfg: SgdConfig) -> Self {
         ReferenceSgd { sgd: Sgd::new(cfg) }
     }

@@ -29,6 +29,7 @@ pub struct ClientPlan<'a> {
     pub rng: &'a mut Rng,
 }
 
+/// A cohort's whole batch schedule, drawn before training and kept on the device.
 pub struct BatchSchedule {
     /// Steps of each client, in cohort order (non-increasing).
     steps: Vec<usize>,

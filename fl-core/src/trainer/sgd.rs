@@ -55,21 +55,27 @@ pub enum Optimizer {
     Adam,
 }
 
+/// The `[trainer]` section of the `sgd` and `adam` trainers (`adam` changes the defaults of
+/// `optimizer` and `lr`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SgdConfig {
+    /// The update rule (default SGD).
     pub optimizer: Optimizer,
-    /// Learning rate (before decay and delay penalty).
+    /// Learning rate (before decay and delay penalty; default 0.05).
     pub lr: f64,
+    /// How the learning rate decays over the job (default: constant).
     pub lr_decay: LrDecay,
     /// α of the delay penalty lr / (1 + α·d), d the job's delay (0: no penalty).
     pub delay_alpha: f64,
+    /// Samples per mini-batch (default 32); an epoch's last batch may be shorter.
     pub batch_size: usize,
     /// Local epochs over the client's samples.
     pub epochs: usize,
     /// If set, exactly this many mini-batch steps instead of `epochs` (batches cycle over
     /// reshuffled epochs).
     pub steps: Option<usize>,
+    /// Heavy-ball momentum of SGD, in [0, 1) (default 0: none; must be 0 with Adam).
     pub momentum: f64,
     /// Adam's β₁ and β₂.
     pub betas: [f64; 2],
@@ -80,11 +86,13 @@ pub struct SgdConfig {
     pub reset_each_epoch: bool,
     /// Stop a client whose epoch-mean training loss has not improved for this many epochs.
     pub patience: Option<usize>,
+    /// L2 weight decay: λ·w is added to the gradient (default 0).
     pub weight_decay: f64,
     /// FedProx's μ: adds μ/2 ‖w − w_start‖² to the loss.
     pub prox_mu: f64,
     /// Weight β of a model pulled mid-training: w ← (1 − β) w + β w_pulled.
     pub pull_weight: f64,
+    /// How an elementwise mask acts during training (default: on the gradients).
     pub masking: Masking,
     /// Split learning (SplitFed): the client trains up to `split.cut` and the server the rest.
     /// The updates are those of the whole model; only the job's cost changes.
@@ -116,6 +124,7 @@ impl Default for SgdConfig {
 }
 
 impl SgdConfig {
+    /// Checks every value's range; the error names the key.
     pub fn validate(&self) -> std::result::Result<(), InvalidKey> {
         if !(self.lr > 0.0) {
             return Err(InvalidKey::new("lr", format!("expected a positive number, got {}", self.lr)));
@@ -169,16 +178,20 @@ impl SgdConfig {
     }
 }
 
+/// The built-in local trainer (`sgd`, and `adam` with Adam's defaults): trains cohorts as one
+/// computation ([`LocalTrainer::batches`] is true).
 #[derive(Debug, Clone)]
 pub struct Sgd {
     cfg: SgdConfig,
 }
 
 impl Sgd {
+    /// A trainer with `cfg` (not validated here: see [`SgdConfig::validate`]).
     pub fn new(cfg: SgdConfig) -> Self {
         Sgd { cfg }
     }
 
+    /// The trainer's configuration.
     pub fn config(&self) -> &SgdConfig {
         &self.cfg
     }
