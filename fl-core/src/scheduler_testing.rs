@@ -47,17 +47,43 @@ use crate::update::ClientUpdate;
 pub enum Action {
     /// A job for this client from the current global model.
     Dispatch(usize),
-    /// A job started as a [`JobStart`] says: the client, its start version (`None`: the
-    /// current model), wait and delay.
-    DispatchJob { client: usize, from_version: Option<u64>, wait_s: f64, delay: f64 },
+    /// A job started as a [`JobStart`] says.
+    DispatchJob {
+        /// The client.
+        client: usize,
+        /// The version of its start model; `None`: the current global model.
+        from_version: Option<u64>,
+        /// Virtual seconds before its download starts.
+        wait_s: f64,
+        /// The delay the trainer's delay-aware learning rate reads.
+        delay: f64,
+    },
     /// A job with the mask policy's alternative `choice`.
-    DispatchChoice { client: usize, choice: usize },
+    DispatchChoice {
+        /// The client.
+        client: usize,
+        /// The mask policy's alternative.
+        choice: usize,
+    },
     /// A job that pulls the newest model after `share` of its work.
-    DispatchWithPull { client: usize, share: f64 },
-    /// An aggregation of this many pending updates.
-    Aggregate { updates: usize },
-    /// A timer at this virtual time (ticks) with this tag.
-    Timer { at: Tick, tag: u64 },
+    DispatchWithPull {
+        /// The client.
+        client: usize,
+        /// Share of the local work, in (0, 1), before the pull.
+        share: f64,
+    },
+    /// An aggregation.
+    Aggregate {
+        /// Pending updates it merged.
+        updates: usize,
+    },
+    /// A timer.
+    Timer {
+        /// Virtual time it fires at, ticks (not before the time it was set).
+        at: Tick,
+        /// The tag `on_timer` receives.
+        tag: u64,
+    },
     /// The run ends.
     Stop,
 }
