@@ -21,8 +21,7 @@
 
 use std::collections::VecDeque;
 
-use fl_core::registry::{Builder, Component, defaults_of};
-use fl_core::{Error, JobStart, ParamSet, Result, SchedCtx, Scheduler};
+use fl_core::{Error, FromConfig, InvalidKey, JobStart, ParamSet, Result, SchedCtx, Scheduler};
 use rand::Rng as _;
 use serde::{Deserialize, Serialize};
 
@@ -105,34 +104,43 @@ impl Default for BarrierRoundsConfig {
 }
 
 impl BarrierRoundsConfig {
-    pub fn validate(&self) -> std::result::Result<(), String> {
+    pub fn validate(&self) -> std::result::Result<(), InvalidKey> {
         if self.rounds == 0 {
-            return Err("rounds: expected at least 1".into());
+            return Err(InvalidKey::new("rounds", "expected at least 1"));
         }
         if self.clients_per_round == 0 {
-            return Err("clients_per_round: expected at least 1 (J in 1..=C)".into());
+            return Err(InvalidKey::new("clients_per_round", "expected at least 1 (J in 1..=C)"));
         }
         if !(self.max_delay_s >= 0.0 && self.max_delay_s.is_finite()) {
-            return Err(format!("max_delay_s: expected a finite number ≥ 0, got {}", self.max_delay_s));
+            return Err(InvalidKey::new(
+                "max_delay_s",
+                format!("expected a finite number ≥ 0, got {}", self.max_delay_s),
+            ));
         }
         if let Some(k) = self.kappa.filter(|k| !(*k > 0.0)) {
-            return Err(format!("kappa: expected a positive threshold, got {k}"));
+            return Err(InvalidKey::new("kappa", format!("expected a positive threshold, got {k}")));
         }
         if let Some(h) = self.history.filter(|&h| (h as u64) < self.tau_max + 1) {
-            return Err(format!(
-                "history: {h} global models cannot serve a staleness of τ_max = {} (keep at least τ_max + 1 = {})",
-                self.tau_max,
-                self.tau_max + 1
+            return Err(InvalidKey::new(
+                "history",
+                format!(
+                    "{h} global models cannot serve a staleness of τ_max = {} (keep at least τ_max + 1 = {})",
+                    self.tau_max,
+                    self.tau_max + 1
+                ),
             ));
         }
         if self.dedup && self.sampling == Sampling::WithoutReplacement {
-            return Err("dedup: only with sampling = \"with-replacement\"".into());
+            return Err(InvalidKey::new("dedup", "only with sampling = \"with-replacement\""));
         }
         if !(self.lr_delay_value >= 0.0) {
-            return Err(format!("lr_delay_value: expected a number ≥ 0, got {}", self.lr_delay_value));
+            return Err(InvalidKey::new(
+                "lr_delay_value",
+                format!("expected a number ≥ 0, got {}", self.lr_delay_value),
+            ));
         }
         if !self.broadcast && self.staleness != StalenessModel::None {
-            return Err("staleness: clients without broadcast train their own models; use \"none\"".into());
+            return Err(InvalidKey::new("staleness", "clients without broadcast train their own models; use \"none\""));
         }
         Ok(())
     }
@@ -217,6 +225,15 @@ impl BarrierRounds {
     }
 }
 
+impl FromConfig for BarrierRounds {
+    type Config = BarrierRoundsConfig;
+
+    fn from_config(cfg: BarrierRoundsConfig) -> std::result::Result<Self, InvalidKey> {
+        cfg.validate()?;
+        Ok(BarrierRounds::new(cfg))
+    }
+}
+
 impl Scheduler for BarrierRounds {
     fn on_start(&mut self, ctx: &mut SchedCtx) -> Result<()> {
         let (c, j) = (ctx.num_clients(), self.cfg.clients_per_round);
@@ -266,13 +283,6 @@ impl Scheduler for BarrierRounds {
     }
 }
 
-inventory::submit! {
-    Component {
-        name: "barrier-rounds",
-        summary: "rounds of J sampled clients with delays U(0, D), stale starts θ^(t−τ), a barrier, optional stop at ‖Δθ‖ ≤ κ",
-        paper: "Forootani and Iervolino, Asynchronous FL with non-convex client objectives, Algorithm 1",
-        defaults: defaults_of::<BarrierRoundsConfig>,
-        build: Builder::Scheduler(|p| Ok(Box::new(BarrierRounds::new(p.parse_valid(BarrierRoundsConfig::validate)?)))),
-        origin: module_path!(),
-    }
-}
+fl_core::register!(Scheduler "barrier-rounds" => BarrierRounds,
+    summary: "rounds of J sampled clients with delays U(0, D), stale starts θ^(t−τ), a barrier, optional stop at ‖Δθ‖ ≤ κ",
+    paper: "Forootani and Iervolino, Asynchronous FL with non-convex client objectives, Algorithm 1");

@@ -5,8 +5,7 @@
 //! staleness function), so an update's staleness τ is the number of versions committed while
 //! it trained: genuine staleness for the staleness function to weigh.
 
-use fl_core::registry::{Builder, Component, defaults_of};
-use fl_core::{JobStart, Result, SchedCtx, Scheduler};
+use fl_core::{FromConfig, InvalidKey, JobStart, Result, SchedCtx, Scheduler};
 use rand::Rng as _;
 use serde::{Deserialize, Serialize};
 
@@ -43,24 +42,30 @@ impl Default for DelayedAsyncConfig {
 }
 
 impl DelayedAsyncConfig {
-    pub fn validate(&self) -> std::result::Result<(), String> {
+    pub fn validate(&self) -> std::result::Result<(), InvalidKey> {
         if self.aggregations == 0 {
-            return Err("aggregations: expected at least 1".into());
+            return Err(InvalidKey::new("aggregations", "expected at least 1"));
         }
         if self.buffer == 0 {
-            return Err("buffer: expected at least 1".into());
+            return Err(InvalidKey::new("buffer", "expected at least 1"));
         }
         if !(self.max_delay_s >= 0.0 && self.max_delay_s.is_finite()) {
-            return Err(format!("max_delay_s: expected a finite number ≥ 0, got {}", self.max_delay_s));
+            return Err(InvalidKey::new(
+                "max_delay_s",
+                format!("expected a finite number ≥ 0, got {}", self.max_delay_s),
+            ));
         }
         if self.lr_delay == LrDelay::Versions {
-            return Err(
-                "lr_delay: \"versions\" is not known when a job starts here; use \"sampled\", \"max\" or \"fixed\""
-                    .into(),
-            );
+            return Err(InvalidKey::new(
+                "lr_delay",
+                "\"versions\" is not known when a job starts here; use \"sampled\", \"max\" or \"fixed\"",
+            ));
         }
         if !(self.lr_delay_value >= 0.0) {
-            return Err(format!("lr_delay_value: expected a number ≥ 0, got {}", self.lr_delay_value));
+            return Err(InvalidKey::new(
+                "lr_delay_value",
+                format!("expected a number ≥ 0, got {}", self.lr_delay_value),
+            ));
         }
         Ok(())
     }
@@ -84,6 +89,15 @@ impl DelayedAsync {
             LrDelay::Versions => unreachable!("refused by validate"),
         };
         ctx.dispatch_job(client, JobStart { wait_s: delay, delay: lr_delay, ..JobStart::default() })
+    }
+}
+
+impl FromConfig for DelayedAsync {
+    type Config = DelayedAsyncConfig;
+
+    fn from_config(cfg: DelayedAsyncConfig) -> std::result::Result<Self, InvalidKey> {
+        cfg.validate()?;
+        Ok(DelayedAsync::new(cfg))
     }
 }
 
@@ -111,13 +125,6 @@ impl Scheduler for DelayedAsync {
     }
 }
 
-inventory::submit! {
-    Component {
-        name: "delayed-async",
-        summary: "every client loops with delays U(0, D); aggregate every `buffer` arrivals (staleness = versions committed meanwhile)",
-        paper: "beyond Forootani and Iervolino: their rounds event-driven, with genuine staleness",
-        defaults: defaults_of::<DelayedAsyncConfig>,
-        build: Builder::Scheduler(|p| Ok(Box::new(DelayedAsync::new(p.parse_valid(DelayedAsyncConfig::validate)?)))),
-        origin: module_path!(),
-    }
-}
+fl_core::register!(Scheduler "delayed-async" => DelayedAsync,
+    summary: "every client loops with delays U(0, D); aggregate every `buffer` arrivals (staleness = versions committed meanwhile)",
+    paper: "beyond Forootani and Iervolino: their rounds event-driven, with genuine staleness");

@@ -12,8 +12,7 @@
 //! `mode = "damped"` is the un-normalised alternative θ^(t+1) = θ^(t) + Σ_c (n_c k_c / Σ n k)·
 //! s(τ_c)·(θ_c − θ^(t)), whose penalty also acts when every participant is equally stale.
 
-use fl_core::registry::{Builder, Component, defaults_of};
-use fl_core::{AggregateCtx, Aggregator, ClientUpdate, Error, ParamSet, Result};
+use fl_core::{AggregateCtx, Aggregator, ClientUpdate, Error, FromConfig, InvalidKey, ParamSet, Result};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -39,6 +38,14 @@ pub struct ModelMean {
 impl ModelMean {
     pub fn new(cfg: ModelMeanConfig) -> Self {
         ModelMean { cfg }
+    }
+}
+
+impl FromConfig for ModelMean {
+    type Config = ModelMeanConfig;
+
+    fn from_config(cfg: ModelMeanConfig) -> std::result::Result<Self, InvalidKey> {
+        Ok(ModelMean::new(cfg))
     }
 }
 
@@ -77,13 +84,6 @@ impl Aggregator for ModelMean {
     }
 }
 
-inventory::submit! {
-    Component {
-        name: "model-mean",
-        summary: "θ ← Σ p_c θ_c over the participants' models, p_c ∝ samples · multiplicity · s(τ_c) (or damped toward θ)",
-        paper: "Forootani and Iervolino, Asynchronous FL with non-convex client objectives, §5",
-        defaults: defaults_of::<ModelMeanConfig>,
-        build: Builder::Aggregator(|p| Ok(Box::new(ModelMean::new(p.parse()?)))),
-        origin: module_path!(),
-    }
-}
+fl_core::register!(Aggregator "model-mean" => ModelMean,
+    summary: "θ ← Σ p_c θ_c over the participants' models, p_c ∝ samples · multiplicity · s(τ_c) (or damped toward θ)",
+    paper: "Forootani and Iervolino, Asynchronous FL with non-convex client objectives, §5");

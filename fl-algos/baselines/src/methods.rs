@@ -1,4 +1,6 @@
 //! The baselines as method presets.
+//!
+//! Each preset is the experiment-file fragment `presets/<method>.toml` of this crate.
 
 use fl_core::Method;
 
@@ -7,12 +9,7 @@ inventory::submit! {
         name: "fedavg",
         summary: "FedAvg: synchronous rounds, sample-weighted mean of the client models",
         paper: "McMahan et al., AISTATS 2017",
-        preset: r#"
-            [scheduler]
-            name = "sync-rounds"
-            [aggregator]
-            name = "weighted-mean"
-        "#,
+        preset: include_str!("../presets/fedavg.toml"),
         origin: module_path!(),
     }
 }
@@ -22,15 +19,7 @@ inventory::submit! {
         name: "fedprox",
         summary: "FedProx: FedAvg with the proximal term μ/2 ‖w − w_global‖² in local training",
         paper: "Li et al., MLSys 2020",
-        preset: r#"
-            [scheduler]
-            name = "sync-rounds"
-            [aggregator]
-            name = "weighted-mean"
-            [trainer]
-            name = "sgd"
-            prox_mu = 0.01
-        "#,
+        preset: include_str!("../presets/fedprox.toml"),
         origin: module_path!(),
     }
 }
@@ -42,15 +31,7 @@ inventory::submit! {
         name: "splitfed",
         summary: "SplitFed (V1): FedAvg whose clients train up to the cut and relay activations to the server each batch",
         paper: "Thapa et al., AAAI 2022",
-        preset: r#"
-            [scheduler]
-            name = "sync-rounds"
-            [aggregator]
-            name = "weighted-mean"
-            [trainer]
-            name = "sgd"
-            split = { cut = "fc1.bias", server_flops_per_s = 1e11, round_trip_s = 0.05 }
-        "#,
+        preset: include_str!("../presets/splitfed.toml"),
         origin: module_path!(),
     }
 }
@@ -60,17 +41,7 @@ inventory::submit! {
         name: "fedasync",
         summary: "FedAsync: mix each arrival into the global model with α·(1+s)^−a",
         paper: "Xie et al., arXiv:1903.03934",
-        preset: r#"
-            [scheduler]
-            name = "async"
-            buffer = 1
-            [aggregator]
-            name = "async-mix"
-            alpha = 0.6
-            [staleness]
-            name = "polynomial"
-            a = 0.5
-        "#,
+        preset: include_str!("../presets/fedasync.toml"),
         origin: module_path!(),
     }
 }
@@ -80,16 +51,7 @@ inventory::submit! {
         name: "fedbuff",
         summary: "FedBuff: buffer K = 10 updates, step by their 1/√(1+s)-weighted mean",
         paper: "Nguyen et al., AISTATS 2022",
-        preset: r#"
-            [scheduler]
-            name = "async"
-            buffer = 10
-            [aggregator]
-            name = "buffered-mean"
-            server_lr = 1.0
-            [staleness]
-            name = "inv-sqrt"
-        "#,
+        preset: include_str!("../presets/fedbuff.toml"),
         origin: module_path!(),
     }
 }

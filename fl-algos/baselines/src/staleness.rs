@@ -4,8 +4,7 @@
 //! form of its learning-rate penalty); and one of the staleness in virtual seconds,
 //! `1/(Δt/scale + 1)` (the Fed-RAA reference code's damping).
 
-use fl_core::registry::{Builder, Component, defaults_of};
-use fl_core::{StalenessCtx, StalenessFn};
+use fl_core::{FromConfig, InvalidKey, StalenessCtx, StalenessFn};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -21,8 +20,17 @@ impl Default for Polynomial {
 }
 
 impl Polynomial {
-    pub fn validate(&self) -> std::result::Result<(), String> {
+    pub fn validate(&self) -> Result<(), InvalidKey> {
         non_negative("a", self.a)
+    }
+}
+
+impl FromConfig for Polynomial {
+    type Config = Self;
+
+    fn from_config(config: Self) -> Result<Self, InvalidKey> {
+        config.validate()?;
+        Ok(config)
     }
 }
 
@@ -46,6 +54,16 @@ impl Default for Hinge {
     }
 }
 
+impl FromConfig for Hinge {
+    type Config = Self;
+
+    fn from_config(config: Self) -> Result<Self, InvalidKey> {
+        non_negative("a", config.a)?;
+        non_negative("b", config.b)?;
+        Ok(config)
+    }
+}
+
 impl StalenessFn for Hinge {
     fn weight(&mut self, ctx: &StalenessCtx) -> f64 {
         let s = ctx.versions as f64;
@@ -65,6 +83,15 @@ impl Default for Exponential {
     }
 }
 
+impl FromConfig for Exponential {
+    type Config = Self;
+
+    fn from_config(config: Self) -> Result<Self, InvalidKey> {
+        non_negative("a", config.a)?;
+        Ok(config)
+    }
+}
+
 impl StalenessFn for Exponential {
     fn weight(&mut self, ctx: &StalenessCtx) -> f64 {
         (-self.a * ctx.versions as f64).exp()
@@ -81,6 +108,14 @@ impl StalenessFn for InverseSqrt {
     }
 }
 
+impl FromConfig for InverseSqrt {
+    type Config = Self;
+
+    fn from_config(config: Self) -> Result<Self, InvalidKey> {
+        Ok(config)
+    }
+}
+
 /// `1 / (1 + a·s)`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -91,6 +126,15 @@ pub struct InverseLinear {
 impl Default for InverseLinear {
     fn default() -> Self {
         InverseLinear { a: 0.01 }
+    }
+}
+
+impl FromConfig for InverseLinear {
+    type Config = Self;
+
+    fn from_config(config: Self) -> Result<Self, InvalidKey> {
+        non_negative("a", config.a)?;
+        Ok(config)
     }
 }
 
@@ -113,84 +157,40 @@ impl Default for InverseTime {
     }
 }
 
+impl FromConfig for InverseTime {
+    type Config = Self;
+
+    fn from_config(config: Self) -> Result<Self, InvalidKey> {
+        if !(config.scale > 0.0) {
+            return Err(InvalidKey::new(
+                "scale",
+                format!("expected a positive number of seconds, got {}", config.scale),
+            ));
+        }
+        Ok(config)
+    }
+}
+
 impl StalenessFn for InverseTime {
     fn weight(&mut self, ctx: &StalenessCtx) -> f64 {
         1.0 / (ctx.seconds / self.scale + 1.0)
     }
 }
 
-fn non_negative(name: &str, v: f64) -> std::result::Result<(), String> {
-    if v >= 0.0 { Ok(()) } else { Err(format!("{name}: expected a non-negative number, got {v}")) }
+fn non_negative(name: &str, v: f64) -> Result<(), InvalidKey> {
+    if v >= 0.0 { Ok(()) } else { Err(InvalidKey::new(name, format!("expected a non-negative number, got {v}"))) }
 }
 
-inventory::submit! {
-    Component {
-        name: "polynomial",
-        summary: "(1 + s)^−a",
-        paper: "Xie et al., arXiv:1903.03934",
-        defaults: defaults_of::<Polynomial>,
-        build: Builder::Staleness(|p| Ok(Box::new(p.parse_valid(Polynomial::validate)?))),
-        origin: module_path!(),
-    }
-}
-
-inventory::submit! {
-    Component {
-        name: "hinge",
-        summary: "1 if s ≤ b, else 1 / (a (s − b) + 1)",
-        paper: "Xie et al., arXiv:1903.03934",
-        defaults: defaults_of::<Hinge>,
-        build: Builder::Staleness(|p| {
-            Ok(Box::new(p.parse_valid(|c: &Hinge| non_negative("a", c.a).and(non_negative("b", c.b)))?))
-        }),
-        origin: module_path!(),
-    }
-}
-
-inventory::submit! {
-    Component {
-        name: "exponential",
-        summary: "e^(−a s)",
-        paper: "",
-        defaults: defaults_of::<Exponential>,
-        build: Builder::Staleness(|p| Ok(Box::new(p.parse_valid(|c: &Exponential| non_negative("a", c.a))?))),
-        origin: module_path!(),
-    }
-}
-
-inventory::submit! {
-    Component {
-        name: "inverse-linear",
-        summary: "1 / (1 + a s)",
-        paper: "Forootani and Iervolino: the form of their learning-rate delay penalty (Lemma 3)",
-        defaults: defaults_of::<InverseLinear>,
-        build: Builder::Staleness(|p| Ok(Box::new(p.parse_valid(|c: &InverseLinear| non_negative("a", c.a))?))),
-        origin: module_path!(),
-    }
-}
-
-inventory::submit! {
-    Component {
-        name: "inv-sqrt",
-        summary: "1 / sqrt(1 + s)",
-        paper: "Nguyen et al., AISTATS 2022",
-        defaults: defaults_of::<InverseSqrt>,
-        build: Builder::Staleness(|p| Ok(Box::new(p.parse::<InverseSqrt>()?))),
-        origin: module_path!(),
-    }
-}
-
-inventory::submit! {
-    Component {
-        name: "inverse-time",
-        summary: "1 / (Δt / scale + 1) on the virtual seconds since dispatch",
-        paper: "Fed-RAA reference code (spec fedraa.md §12)",
-        defaults: defaults_of::<InverseTime>,
-        build: Builder::Staleness(|p| {
-            Ok(Box::new(p.parse_valid(|c: &InverseTime| {
-                if c.scale > 0.0 { Ok(()) } else { Err(format!("scale: expected a positive number of seconds, got {}", c.scale)) }
-            })?))
-        }),
-        origin: module_path!(),
-    }
-}
+fl_core::register!(Staleness "polynomial" => Polynomial,
+    summary: "(1 + s)^−a", paper: "Xie et al., arXiv:1903.03934");
+fl_core::register!(Staleness "hinge" => Hinge,
+    summary: "1 if s ≤ b, else 1 / (a (s − b) + 1)", paper: "Xie et al., arXiv:1903.03934");
+fl_core::register!(Staleness "exponential" => Exponential, summary: "e^(−a s)", paper: "");
+fl_core::register!(Staleness "inverse-linear" => InverseLinear,
+    summary: "1 / (1 + a s)",
+    paper: "Forootani and Iervolino: the form of their learning-rate delay penalty (Lemma 3)");
+fl_core::register!(Staleness "inv-sqrt" => InverseSqrt,
+    summary: "1 / sqrt(1 + s)", paper: "Nguyen et al., AISTATS 2022");
+fl_core::register!(Staleness "inverse-time" => InverseTime,
+    summary: "1 / (Δt / scale + 1) on the virtual seconds since dispatch",
+    paper: "Fed-RAA reference code (spec fedraa.md §12)");

@@ -10,9 +10,8 @@
 //! Fed-RAA code does. Every tensor the split does not touch is *shared*: sent with every
 //! fragment, trained, and mixed on every merge.
 
-use fl_core::registry::{Builder, Component, defaults_of};
 use fl_core::tch::{Kind, Tensor};
-use fl_core::{Error, Mask, MaskCtx, MaskPolicy, ParamSet, Result, Structure};
+use fl_core::{Error, FromConfig, InvalidKey, Mask, MaskCtx, MaskPolicy, ParamSet, Result, Structure};
 use serde::{Deserialize, Serialize};
 
 use crate::fragments::{resolve_ratios, split};
@@ -54,13 +53,13 @@ impl Default for NeuronFragmentsConfig {
 }
 
 impl NeuronFragmentsConfig {
-    pub fn validate(&self) -> std::result::Result<(), String> {
+    pub fn validate(&self) -> std::result::Result<(), InvalidKey> {
         let ratios = resolve_ratios(self.parts, &self.ratios)?;
         if !self.ratios.is_empty() && self.ratios.len() != self.parts {
-            return Err(format!("ratios: {} shares for parts = {}", ratios.len(), self.parts));
+            return Err(InvalidKey::new("ratios", format!("{} shares for parts = {}", ratios.len(), self.parts)));
         }
         if self.mode == FragmentMode::RepoElementwise && self.tensors.is_empty() {
-            return Err("tensors: repo-elementwise mode needs at least one tensor to split".into());
+            return Err(InvalidKey::new("tensors", "repo-elementwise mode needs at least one tensor to split"));
         }
         Ok(())
     }
@@ -75,7 +74,7 @@ pub struct NeuronFragments {
 
 impl NeuronFragments {
     pub fn new(cfg: NeuronFragmentsConfig) -> Result<Self> {
-        let ratios = resolve_ratios(cfg.parts, &cfg.ratios).map_err(Error::invalid)?;
+        let ratios = resolve_ratios(cfg.parts, &cfg.ratios).map_err(|e| Error::invalid(e.to_string()))?;
         Ok(NeuronFragments { cfg, ratios, built: None })
     }
 
@@ -161,6 +160,16 @@ impl NeuronFragments {
     }
 }
 
+impl FromConfig for NeuronFragments {
+    type Config = NeuronFragmentsConfig;
+
+    fn from_config(cfg: NeuronFragmentsConfig) -> std::result::Result<Self, InvalidKey> {
+        cfg.validate()?;
+        let ratios = resolve_ratios(cfg.parts, &cfg.ratios)?;
+        Ok(NeuronFragments { cfg, ratios, built: None })
+    }
+}
+
 impl MaskPolicy for NeuronFragments {
     fn mask(&mut self, ctx: &mut MaskCtx) -> Result<Mask> {
         let Some(j) = ctx.choice else {
@@ -180,15 +189,6 @@ impl MaskPolicy for NeuronFragments {
     }
 }
 
-inventory::submit! {
-    Component {
-        name: "neuron-fragments",
-        summary: "M disjoint fragments of the hidden units in Table 4 ratios; the scheduler picks one per job (Fed-RAA)",
-        paper: "Zhang et al., Fed-RAA",
-        defaults: defaults_of::<NeuronFragmentsConfig>,
-        build: Builder::MaskPolicy(|p| {
-            Ok(Box::new(NeuronFragments::new(p.parse_valid(NeuronFragmentsConfig::validate)?)?))
-        }),
-        origin: module_path!(),
-    }
-}
+fl_core::register!(MaskPolicy "neuron-fragments" => NeuronFragments,
+    summary: "M disjoint fragments of the hidden units in Table 4 ratios; the scheduler picks one per job (Fed-RAA)",
+    paper: "Zhang et al., Fed-RAA");

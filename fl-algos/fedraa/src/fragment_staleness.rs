@@ -4,8 +4,7 @@
 //! fragment nobody else touched meanwhile is fresh however many other fragments moved.
 
 use fl_algo_baselines::Polynomial;
-use fl_core::registry::{Builder, Component, defaults_of};
-use fl_core::{StalenessCtx, StalenessFn};
+use fl_core::{FromConfig, InvalidKey, StalenessCtx, StalenessFn};
 
 #[derive(Debug, Default)]
 pub struct FragmentPolynomial {
@@ -17,6 +16,15 @@ pub struct FragmentPolynomial {
 impl FragmentPolynomial {
     pub fn new(polynomial: Polynomial) -> Self {
         FragmentPolynomial { polynomial, merged_at: Vec::new() }
+    }
+}
+
+impl FromConfig for FragmentPolynomial {
+    type Config = Polynomial;
+
+    fn from_config(polynomial: Polynomial) -> Result<Self, InvalidKey> {
+        polynomial.validate()?;
+        Ok(FragmentPolynomial::new(polynomial))
     }
 }
 
@@ -47,13 +55,6 @@ impl StalenessFn for FragmentPolynomial {
     }
 }
 
-inventory::submit! {
-    Component {
-        name: "fragment-polynomial",
-        summary: "(1 + s)^−a, s the merges of the arrival's own fragment since its dispatch",
-        paper: "Zhang et al., Fed-RAA (spec §13.1)",
-        defaults: defaults_of::<Polynomial>,
-        build: Builder::Staleness(|p| Ok(Box::new(FragmentPolynomial::new(p.parse_valid(Polynomial::validate)?)))),
-        origin: module_path!(),
-    }
-}
+fl_core::register!(Staleness "fragment-polynomial" => FragmentPolynomial,
+    summary: "(1 + s)^−a, s the merges of the arrival's own fragment since its dispatch",
+    paper: "Zhang et al., Fed-RAA (spec §13.1)");

@@ -3,7 +3,7 @@
 
 use std::ops::Range;
 
-use fl_core::{Error, Result};
+use fl_core::{Error, InvalidKey, Result};
 
 /// Table 4: the partition ratios for 2 to 5 fragments, smallest first.
 pub fn table4_ratios(parts: usize) -> Option<Vec<f64>> {
@@ -19,13 +19,14 @@ pub fn table4_ratios(parts: usize) -> Option<Vec<f64>> {
 
 /// The ratios a configuration asks for: `ratios` if given (normalised to sum 1), else Table 4's
 /// for `parts`.
-pub fn resolve_ratios(parts: usize, ratios: &[f64]) -> std::result::Result<Vec<f64>, String> {
+pub fn resolve_ratios(parts: usize, ratios: &[f64]) -> std::result::Result<Vec<f64>, InvalidKey> {
     if ratios.is_empty() {
-        return table4_ratios(parts)
-            .ok_or_else(|| format!("parts: Table 4 has ratios for 2 to 5 fragments, got {parts} (or give `ratios`)"));
+        return table4_ratios(parts).ok_or_else(|| {
+            InvalidKey::new("parts", format!("Table 4 has ratios for 2 to 5 fragments, got {parts} (or give `ratios`)"))
+        });
     }
     if ratios.iter().any(|r| !(*r > 0.0)) {
-        return Err(format!("ratios: expected positive shares, got {ratios:?}"));
+        return Err(InvalidKey::new("ratios", format!("expected positive shares, got {ratios:?}")));
     }
     let total: f64 = ratios.iter().sum();
     Ok(ratios.iter().map(|r| r / total).collect())
@@ -83,6 +84,8 @@ mod tests {
     #[test]
     fn given_ratios_are_normalised() {
         assert_eq!(resolve_ratios(0, &[1.0, 3.0]).unwrap(), [0.25, 0.75]);
-        assert!(resolve_ratios(6, &[]).unwrap_err().contains("2 to 5"));
+        let err = resolve_ratios(6, &[]).unwrap_err();
+        assert_eq!(err.key, "parts");
+        assert!(err.message.contains("2 to 5"), "{err}");
     }
 }

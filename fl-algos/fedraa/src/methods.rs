@@ -3,46 +3,17 @@
 //! `[trainer] prox_mu` for the proximal term), each arrival mixed into its fragment with
 //! α = 0.5 (not stated in the paper) and no staleness damping (the paper's "optional"
 //! s(·) off). Gre-RAA's K is the offline optimum K* unless `[scheduler] k` is set.
+//!
+//! Each preset is the experiment-file fragment `presets/<method>.toml` of this crate.
 
 use fl_core::Method;
-
-/// The part every variant shares, then the variant's assignment policy and combination.
-macro_rules! preset {
-    (policy: $policy:expr, combine: $combine:expr) => {
-        concat!(
-            r#"
-            [mask]
-            name = "neuron-fragments"
-            parts = 4
-            [trainer]
-            name = "sgd"
-            lr = 0.005
-            momentum = 0.5
-            batch_size = 128
-            epochs = 5
-            [aggregator]
-            name = "async-mix"
-            alpha = 0.5
-            combine = ""#,
-            $combine,
-            r#""
-            [staleness]
-            name = "constant"
-            [scheduler]
-            name = "async-fragments"
-            policy = ""#,
-            $policy,
-            "\"\n"
-        )
-    };
-}
 
 inventory::submit! {
     Method {
         name: "fed-raa",
         summary: "Fed-RAA: async fragment training, Gre-RAA assignment under the delay bound K",
         paper: "Zhang et al., Fed-RAA",
-        preset: preset!(policy: "gre-raa", combine: "sequential"),
+        preset: include_str!("../presets/fed-raa.toml"),
         origin: module_path!(),
     }
 }
@@ -52,7 +23,7 @@ inventory::submit! {
         name: "fed-raa-random",
         summary: "Random Fed-RAA (Table 3): fragments assigned uniformly at random",
         paper: "Zhang et al., Fed-RAA",
-        preset: preset!(policy: "random", combine: "sequential"),
+        preset: include_str!("../presets/fed-raa-random.toml"),
         origin: module_path!(),
     }
 }
@@ -62,7 +33,7 @@ inventory::submit! {
         name: "mp-raa",
         summary: "MP-RAA (Table 3): the least-updated fragment, no delay bound",
         paper: "Zhang et al., Fed-RAA",
-        preset: preset!(policy: "min-priority", combine: "sequential"),
+        preset: include_str!("../presets/mp-raa.toml"),
         origin: module_path!(),
     }
 }
@@ -72,7 +43,7 @@ inventory::submit! {
         name: "fed-raa-sync",
         summary: "Sync Fed-RAA (Table 3): Gre-RAA assignment in synchronous rounds, per-fragment mean then α-mix",
         paper: "Zhang et al., Fed-RAA",
-        preset: preset!(policy: "sync-rounds", combine: "mean"),
+        preset: include_str!("../presets/fed-raa-sync.toml"),
         origin: module_path!(),
     }
 }

@@ -8,8 +8,7 @@
 //! the offline optimum K* of Theorem 2. Per-fragment update counts, the bound and the number
 //! of fallbacks (no fragment within K) are logged with every evaluation.
 
-use fl_core::registry::{Builder, Component, defaults_of};
-use fl_core::{Error, Result, SchedCtx, Scheduler};
+use fl_core::{Error, FromConfig, InvalidKey, Result, SchedCtx, Scheduler};
 use serde::{Deserialize, Serialize};
 
 use crate::assignment::{Policy, gre_raa, min_priority, offline_k, random};
@@ -34,12 +33,15 @@ impl Default for AsyncFragmentsConfig {
 }
 
 impl AsyncFragmentsConfig {
-    pub fn validate(&self) -> std::result::Result<(), String> {
+    pub fn validate(&self) -> std::result::Result<(), InvalidKey> {
         if self.k.is_some_and(|k| !(k > 0.0)) {
-            return Err(format!("k: expected a positive number of virtual seconds, got {:?}", self.k));
+            return Err(InvalidKey::new(
+                "k",
+                format!("expected a positive number of virtual seconds, got {:?}", self.k),
+            ));
         }
         if self.aggregations == 0 {
-            return Err("aggregations: expected at least 1".into());
+            return Err(InvalidKey::new("aggregations", "expected at least 1"));
         }
         Ok(())
     }
@@ -121,6 +123,15 @@ impl AsyncFragments {
     }
 }
 
+impl FromConfig for AsyncFragments {
+    type Config = AsyncFragmentsConfig;
+
+    fn from_config(cfg: AsyncFragmentsConfig) -> std::result::Result<Self, InvalidKey> {
+        cfg.validate()?;
+        Ok(AsyncFragments::new(cfg))
+    }
+}
+
 impl Scheduler for AsyncFragments {
     fn on_start(&mut self, ctx: &mut SchedCtx) -> Result<()> {
         let m = ctx.mask_choices();
@@ -179,13 +190,6 @@ impl Scheduler for AsyncFragments {
     }
 }
 
-inventory::submit! {
-    Component {
-        name: "async-fragments",
-        summary: "Fed-RAA: assign each idle client a fragment (gre-raa, random, min-priority, sync-rounds), merge each arrival",
-        paper: "Zhang et al., Fed-RAA",
-        defaults: defaults_of::<AsyncFragmentsConfig>,
-        build: Builder::Scheduler(|p| Ok(Box::new(AsyncFragments::new(p.parse_valid(AsyncFragmentsConfig::validate)?)))),
-        origin: module_path!(),
-    }
-}
+fl_core::register!(Scheduler "async-fragments" => AsyncFragments,
+    summary: "Fed-RAA: assign each idle client a fragment (gre-raa, random, min-priority, sync-rounds), merge each arrival",
+    paper: "Zhang et al., Fed-RAA");

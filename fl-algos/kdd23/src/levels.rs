@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use fl_core::MaskCtx;
+use fl_core::{InvalidKey, MaskCtx};
 use rand::Rng;
 use rand::seq::index;
 use serde::{Deserialize, Serialize};
@@ -64,10 +64,10 @@ pub struct LevelRule {
 
 impl LevelRule {
     /// `mix_l_share` and `l_min_of_fastest` must be shares.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), InvalidKey> {
         for (key, share) in [("mix_l_share", self.mix_l_share), ("l_min_of_fastest", self.l_min_of_fastest)] {
             if !(0.0..=1.0).contains(&share) {
-                return Err(format!("{key}: expected a value in [0, 1], got {share}"));
+                return Err(InvalidKey::new(key, format!("expected a value in [0, 1], got {share}")));
             }
         }
         Ok(())

@@ -3,45 +3,17 @@
 //! applies (override `[mask] level`). The learning rate is the MNIST-MLP one (0.01); set
 //! `[trainer] lr` per task. FedAvg of the paper is `ra-fed` with `[mask] level = "full"` (an
 //! unweighted mean, spec §7 item 1).
+//!
+//! Each preset is the experiment-file fragment `presets/<method>.toml` of this crate.
 
 use fl_core::Method;
-
-/// The part every method of the paper shares, then the method's `[mask]` and `[aggregator]`
-/// keys.
-macro_rules! preset {
-    (mask: $mask:expr, aggregator: $aggregator:expr) => {
-        concat!(
-            r#"
-            [scheduler]
-            name = "sync-rounds"
-            [trainer]
-            name = "sgd"
-            lr = 0.01
-            momentum = 0.5
-            batch_size = 128
-            epochs = 5
-            [mask]
-            "#,
-            $mask,
-            "\n[aggregator]\n",
-            $aggregator
-        )
-    };
-}
-
-/// RA-Fed's aggregation rule: each coordinate averaged over the clients that trained it.
-macro_rules! ra_fed_rule {
-    () => {
-        "name = \"coverage-mean\"\nweighting = \"uniform\"\n"
-    };
-}
 
 inventory::submit! {
     Method {
         name: "ra-fed",
         summary: "RA-Fed: region submodels, each coordinate averaged over the clients that trained it",
         paper: "Wang et al., KDD 2023",
-        preset: preset!(mask: "name = \"region-partition\"", aggregator: ra_fed_rule!()),
+        preset: include_str!("../presets/ra-fed.toml"),
         origin: module_path!(),
     }
 }
@@ -51,7 +23,7 @@ inventory::submit! {
         name: "ram-fed",
         summary: "RAM-Fed: RA-Fed plus every client's stored update standing in where it did not train",
         paper: "Wang et al., KDD 2023",
-        preset: preset!(mask: "name = \"region-partition\"", aggregator: "name = \"ram-fed\"\n"),
+        preset: include_str!("../presets/ram-fed.toml"),
         origin: module_path!(),
     }
 }
@@ -61,7 +33,7 @@ inventory::submit! {
         name: "oap",
         summary: "OAP as run in KDD'23: RA-Fed's masks, but coordinates nobody trained are set to 0",
         paper: "Zhou et al., arXiv:2201.11803; as configured by Wang et al., KDD 2023",
-        preset: preset!(mask: "name = \"region-partition\"", aggregator: "name = \"coverage-mean-zero-uncovered\"\n"),
+        preset: include_str!("../presets/oap.toml"),
         origin: module_path!(),
     }
 }
@@ -71,10 +43,7 @@ inventory::submit! {
         name: "splitfl",
         summary: "SplitFL as run in KDD'23 (SameStr.): one random region pair per round, trained by every client",
         paper: "Thapa et al., SplitFed, AAAI 2022; as configured by Wang et al., KDD 2023",
-        preset: preset!(
-            mask: "name = \"region-partition\"\nchoice = \"shared\"\nnon_cover_every = 0",
-            aggregator: ra_fed_rule!()
-        ),
+        preset: include_str!("../presets/splitfl.toml"),
         origin: module_path!(),
     }
 }
@@ -84,10 +53,7 @@ inventory::submit! {
         name: "ist",
         summary: "IST as run in KDD'23 (U.A.): the maskable weights split into N disjoint groups redrawn each round, one per client",
         paper: "Yuan et al., Distributed Learning of Fully Connected Neural Networks using Independent Subnet Training, VLDB 2022",
-        preset: preset!(
-            mask: "name = \"region-partition\"\nchoice = \"own\"\nregions = 10\npartition = \"per-round-random\"\nnon_cover_every = 0",
-            aggregator: ra_fed_rule!()
-        ),
+        preset: include_str!("../presets/ist.toml"),
         origin: module_path!(),
     }
 }
@@ -97,7 +63,7 @@ inventory::submit! {
         name: "prunefl",
         summary: "PruneFL as run in KDD'23: clients train the largest-magnitude 50% (L) / 25% (S) of each maskable tensor",
         paper: "Jiang et al., IEEE TNNLS 2022; as configured by Wang et al., KDD 2023",
-        preset: preset!(mask: "name = \"top-magnitude\"", aggregator: ra_fed_rule!()),
+        preset: include_str!("../presets/prunefl.toml"),
         origin: module_path!(),
     }
 }

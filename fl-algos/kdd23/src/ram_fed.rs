@@ -13,9 +13,8 @@
 //! after its own refresh; `θ ← θ + mean_n M_after_n`. A coordinate nobody trains then moves by
 //! the whole of its latest update, every round until somebody trains it again.
 
-use fl_core::registry::{Builder, Component, defaults_of};
 use fl_core::tch::{Kind, Tensor};
-use fl_core::{AggregateCtx, Aggregator, ClientUpdate, Error, ParamSet, Result};
+use fl_core::{AggregateCtx, Aggregator, ClientUpdate, Error, FromConfig, InvalidKey, ParamSet, Result};
 use serde::{Deserialize, Serialize};
 
 /// How the fresh-minus-stored correction is weighted.
@@ -50,12 +49,12 @@ pub struct RamFedConfig {
 }
 
 impl RamFedConfig {
-    /// Messages of the form `"key: what is wrong"`.
-    pub fn validate(&self) -> std::result::Result<(), String> {
+    pub fn validate(&self) -> std::result::Result<(), InvalidKey> {
         if self.memory == Memory::CodeShared && self.correction != Correction::N {
-            return Err("correction: memory = \"code-shared\" is the code's rule, a mean over the clients; \
-                        set correction = \"n\""
-                .into());
+            return Err(InvalidKey::new(
+                "correction",
+                "memory = \"code-shared\" is the code's rule, a mean over the clients; set correction = \"n\"",
+            ));
         }
         Ok(())
     }
@@ -140,6 +139,15 @@ fn refreshed(delta: &ParamSet, stored: &ParamSet, mask: &[Tensor]) -> ParamSet {
     })
 }
 
+impl FromConfig for RamFed {
+    type Config = RamFedConfig;
+
+    fn from_config(cfg: RamFedConfig) -> std::result::Result<Self, InvalidKey> {
+        cfg.validate()?;
+        Ok(RamFed::new(cfg))
+    }
+}
+
 impl Aggregator for RamFed {
     fn aggregate(&mut self, global: &ParamSet, updates: &[ClientUpdate], ctx: &AggregateCtx) -> Result<ParamSet> {
         let n = ctx.num_clients;
@@ -190,13 +198,6 @@ impl Aggregator for RamFed {
     }
 }
 
-inventory::submit! {
-    Component {
-        name: "ram-fed",
-        summary: "RAM-Fed: coverage-weighted fresh updates plus every client's stored update (memory)",
-        paper: "Wang et al., KDD 2023",
-        defaults: defaults_of::<RamFedConfig>,
-        build: Builder::Aggregator(|p| Ok(Box::new(RamFed::new(p.parse_valid(RamFedConfig::validate)?)))),
-        origin: module_path!(),
-    }
-}
+fl_core::register!(Aggregator "ram-fed" => RamFed,
+    summary: "RAM-Fed: coverage-weighted fresh updates plus every client's stored update (memory)",
+    paper: "Wang et al., KDD 2023");

@@ -11,9 +11,8 @@
 //! for every client (`shared`), IST splits into K = N regions and gives client n region n
 //! (`own`).
 
-use fl_core::registry::{Builder, Component, defaults_of};
 use fl_core::tch::Tensor;
-use fl_core::{Mask, MaskCtx, MaskPolicy, Result};
+use fl_core::{FromConfig, InvalidKey, Mask, MaskCtx, MaskPolicy, Result};
 use rand::seq::index;
 use serde::{Deserialize, Serialize};
 
@@ -92,32 +91,38 @@ impl RegionPolicyConfig {
         }
     }
 
-    pub fn validate(&self) -> std::result::Result<(), String> {
+    pub fn validate(&self) -> std::result::Result<(), InvalidKey> {
         if self.regions < 1 {
-            return Err(format!("regions: expected at least 1, got {}", self.regions));
+            return Err(InvalidKey::new("regions", format!("expected at least 1, got {}", self.regions)));
         }
         for (key, n) in [("l_regions", self.l_regions), ("s_regions", self.s_regions)] {
             if n < 1 || n > self.regions {
-                return Err(format!("{key}: expected 1..={}, got {n}", self.regions));
+                return Err(InvalidKey::new(key, format!("expected 1..={}, got {n}", self.regions)));
             }
         }
         self.level_rule().validate()?;
         if self.choice == Choice::Shared && matches!(self.level, Level::Mix | Level::ByCapability) {
-            return Err("choice: \"shared\" gives every client the same regions; use level \"l\" or \"s\"".into());
+            return Err(InvalidKey::new(
+                "choice",
+                "\"shared\" gives every client the same regions; use level \"l\" or \"s\"",
+            ));
         }
         if self.tensors.is_empty() {
-            return Err("tensors: name at least one maskable tensor".into());
+            return Err(InvalidKey::new("tensors", "name at least one maskable tensor"));
         }
         if !self.assignments.is_empty() {
             if self.regions != 4 {
-                return Err("assignments: typep tables describe K = 4 regions; set regions = 4".into());
+                return Err(InvalidKey::new("assignments", "typep tables describe K = 4 regions; set regions = 4"));
             }
             if let Some(bad) = self.assignments.iter().flatten().find(|&&t| !(1..=15).contains(&t)) {
-                return Err(format!("assignments: typep ids are 1..=15, got {bad}"));
+                return Err(InvalidKey::new("assignments", format!("typep ids are 1..=15, got {bad}")));
             }
         }
         if self.granularity == Granularity::Neuron && self.partition == PartitionKind::CodeArgsort {
-            return Err("granularity: code-argsort partitions elements; use granularity = \"element\"".into());
+            return Err(InvalidKey::new(
+                "granularity",
+                "code-argsort partitions elements; use granularity = \"element\"",
+            ));
         }
         Ok(())
     }
@@ -213,6 +218,15 @@ impl RegionPolicy {
             self.partition = Some((round, ids));
         }
         Ok(&self.partition.as_ref().expect("drawn above").1)
+    }
+}
+
+impl FromConfig for RegionPolicy {
+    type Config = RegionPolicyConfig;
+
+    fn from_config(cfg: RegionPolicyConfig) -> std::result::Result<Self, InvalidKey> {
+        cfg.validate()?;
+        Ok(RegionPolicy::new(cfg))
     }
 }
 
@@ -317,13 +331,6 @@ impl Coverage {
     }
 }
 
-inventory::submit! {
-    Component {
-        name: "region-partition",
-        summary: "K regions per maskable tensor; clients train 2 (L), 1 (S) or a mix; round 0 full, every 10th non-covering",
-        paper: "Wang et al., KDD 2023",
-        defaults: defaults_of::<RegionPolicyConfig>,
-        build: Builder::MaskPolicy(|p| Ok(Box::new(RegionPolicy::new(p.parse_valid(RegionPolicyConfig::validate)?)))),
-        origin: module_path!(),
-    }
-}
+fl_core::register!(MaskPolicy "region-partition" => RegionPolicy,
+    summary: "K regions per maskable tensor; clients train 2 (L), 1 (S) or a mix; round 0 full, every 10th non-covering",
+    paper: "Wang et al., KDD 2023");

@@ -8,9 +8,8 @@
 //! the same mask and the masks are nested, so the top quarter is trained by everyone. Round 0
 //! is full.
 
-use fl_core::registry::{Builder, Component, defaults_of};
 use fl_core::tch::{Kind, Tensor};
-use fl_core::{Mask, MaskCtx, MaskPolicy, Result};
+use fl_core::{FromConfig, InvalidKey, Mask, MaskCtx, MaskPolicy, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::levels::{FirstRound, Level, LevelDraw, LevelRule, MixDraw};
@@ -70,15 +69,15 @@ impl TopMagnitudeConfig {
         }
     }
 
-    pub fn validate(&self) -> std::result::Result<(), String> {
+    pub fn validate(&self) -> std::result::Result<(), InvalidKey> {
         for (key, f) in [("l_fraction", self.l_fraction), ("s_fraction", self.s_fraction)] {
             if !(f > 0.0 && f <= 1.0) {
-                return Err(format!("{key}: expected a fraction in (0, 1], got {f}"));
+                return Err(InvalidKey::new(key, format!("expected a fraction in (0, 1], got {f}")));
             }
         }
         self.level_rule().validate()?;
         if self.tensors.is_empty() {
-            return Err("tensors: name at least one maskable tensor".into());
+            return Err(InvalidKey::new("tensors", "name at least one maskable tensor"));
         }
         Ok(())
     }
@@ -137,6 +136,15 @@ fn top_fraction(score: &Tensor, fraction: f64) -> Tensor {
     flat.zeros_like().index_fill(0, &idx, 1.0).reshape(score.size()).to_kind(Kind::Float)
 }
 
+impl FromConfig for TopMagnitude {
+    type Config = TopMagnitudeConfig;
+
+    fn from_config(cfg: TopMagnitudeConfig) -> std::result::Result<Self, InvalidKey> {
+        cfg.validate()?;
+        Ok(TopMagnitude::new(cfg))
+    }
+}
+
 impl MaskPolicy for TopMagnitude {
     fn mask(&mut self, ctx: &mut MaskCtx) -> Result<Mask> {
         let cfg = &self.cfg;
@@ -153,13 +161,6 @@ impl MaskPolicy for TopMagnitude {
     }
 }
 
-inventory::submit! {
-    Component {
-        name: "top-magnitude",
-        summary: "PruneFL as in KDD'23: each client trains the top 50% (L) / 25% (S) of each maskable tensor by |θ|",
-        paper: "Jiang et al., Model Pruning Enables Efficient Federated Learning on Edge Devices, IEEE TNNLS 2022",
-        defaults: defaults_of::<TopMagnitudeConfig>,
-        build: Builder::MaskPolicy(|p| Ok(Box::new(TopMagnitude::new(p.parse_valid(TopMagnitudeConfig::validate)?)))),
-        origin: module_path!(),
-    }
-}
+fl_core::register!(MaskPolicy "top-magnitude" => TopMagnitude,
+    summary: "PruneFL as in KDD'23: each client trains the top 50% (L) / 25% (S) of each maskable tensor by |θ|",
+    paper: "Jiang et al., Model Pruning Enables Efficient Federated Learning on Edge Devices, IEEE TNNLS 2022");

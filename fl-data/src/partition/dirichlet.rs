@@ -50,9 +50,8 @@
 //! The Dirichlet then tends to a one-hot vector at a uniformly random coordinate, and that is
 //! what we use (numpy would produce NaN proportions).
 
-use fl_core::registry::{Builder, Component, defaults_of};
 use fl_core::rng::Rng;
-use fl_core::{Error, Partitioner, Result};
+use fl_core::{Error, FromConfig, InvalidKey, Partitioner, Result};
 use rand::Rng as _;
 use rand::seq::SliceRandom;
 use rand_distr::{Distribution, Gamma};
@@ -118,29 +117,32 @@ impl Default for DirichletConfig {
 }
 
 impl DirichletConfig {
-    pub fn validate(&self) -> std::result::Result<(), String> {
+    pub fn validate(&self) -> std::result::Result<(), InvalidKey> {
         if !(self.alpha > 0.0 && self.alpha.is_finite()) {
-            return Err(format!("alpha: must be a finite number > 0, got {}", self.alpha));
+            return Err(InvalidKey::new("alpha", format!("must be a finite number > 0, got {}", self.alpha)));
         }
         if self.max_draws == 0 {
-            return Err("max_draws: must be at least 1".into());
+            return Err(InvalidKey::new("max_draws", "must be at least 1"));
         }
         if !(self.local_train_share > 0.0 && self.local_train_share <= 1.0) {
-            return Err(format!("local_train_share: expected a share in (0, 1], got {}", self.local_train_share));
+            return Err(InvalidKey::new(
+                "local_train_share",
+                format!("expected a share in (0, 1], got {}", self.local_train_share),
+            ));
         }
         if let Some(counts) = &self.counts {
             for (j, client) in counts.iter().enumerate() {
                 let total: u64 = client.iter().map(|[_, c]| c).sum();
                 if total < self.min_samples as u64 {
-                    return Err(format!(
-                        "counts[{j}]: client {j} holds {total} samples, fewer than min_samples = {}",
-                        self.min_samples
+                    return Err(InvalidKey::new(
+                        format!("counts[{j}]"),
+                        format!("client {j} holds {total} samples, fewer than min_samples = {}", self.min_samples),
                     ));
                 }
                 let mut labels: Vec<u64> = client.iter().map(|[l, _]| *l).collect();
                 labels.sort_unstable();
                 if let Some(w) = labels.windows(2).find(|w| w[0] == w[1]) {
-                    return Err(format!("counts[{j}]: label {} is listed twice", w[0]));
+                    return Err(InvalidKey::new(format!("counts[{j}]"), format!("label {} is listed twice", w[0])));
                 }
             }
         }
@@ -292,6 +294,15 @@ impl Dirichlet {
     }
 }
 
+impl FromConfig for Dirichlet {
+    type Config = DirichletConfig;
+
+    fn from_config(cfg: DirichletConfig) -> std::result::Result<Self, InvalidKey> {
+        cfg.validate()?;
+        Ok(Dirichlet { cfg })
+    }
+}
+
 impl Partitioner for Dirichlet {
     fn partition(&self, labels: &[i64], classes: i64, clients: usize, rng: &mut Rng) -> Result<Vec<Vec<i64>>> {
         check_args("dirichlet", labels, classes, clients)?;
@@ -341,13 +352,6 @@ impl Partitioner for Dirichlet {
     }
 }
 
-inventory::submit! {
-    Component {
-        name: "dirichlet",
-        summary: "label skew: per-class Dirichlet(alpha) proportions over clients, PFNM cap, min_samples redraws, leftover assigned or dropped; or a recorded draw's per-client label counts",
-        paper: "Hsu, Qi and Brown, Measuring the Effects of Non-Identical Data Distribution for Federated Visual Classification, 2019",
-        defaults: defaults_of::<DirichletConfig>,
-        build: Builder::Partitioner(|p| Ok(Box::new(Dirichlet { cfg: p.parse_valid(DirichletConfig::validate)? }))),
-        origin: module_path!(),
-    }
-}
+fl_core::register!(Partitioner "dirichlet" => Dirichlet,
+    summary: "label skew: per-class Dirichlet(alpha) proportions over clients, PFNM cap, min_samples redraws, leftover assigned or dropped; or a recorded draw's per-client label counts",
+    paper: "Hsu, Qi and Brown, Measuring the Effects of Non-Identical Data Distribution for Federated Visual Classification, 2019");

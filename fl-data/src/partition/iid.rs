@@ -1,16 +1,29 @@
 //! The `iid` partitioner: a uniform random permutation of the samples, cut into `clients`
 //! contiguous pieces whose sizes differ by at most one.
 
-use fl_core::registry::{Builder, Component};
 use fl_core::rng::Rng;
-use fl_core::{Error, Partitioner, Result};
+use fl_core::{Error, FromConfig, InvalidKey, Partitioner, Result};
 use rand::seq::SliceRandom;
+use serde::{Deserialize, Serialize};
 
-use super::{Empty, check_args, sorted};
+use super::{check_args, sorted};
 
 /// Shuffle and split evenly: client c gets positions `⌊cN/C⌋ .. ⌊(c+1)N/C⌋` of the permutation.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Iid;
+
+/// Parameters of `iid`: none, so any key is an error.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IidConfig {}
+
+impl FromConfig for Iid {
+    type Config = IidConfig;
+
+    fn from_config(_: IidConfig) -> std::result::Result<Self, InvalidKey> {
+        Ok(Iid)
+    }
+}
 
 impl Partitioner for Iid {
     fn partition(&self, labels: &[i64], classes: i64, clients: usize, rng: &mut Rng) -> Result<Vec<Vec<i64>>> {
@@ -28,20 +41,5 @@ impl Partitioner for Iid {
     }
 }
 
-inventory::submit! {
-    Component {
-        name: "iid",
-        summary: "uniform random split, client sizes differing by at most one",
-        paper: "",
-        defaults: toml_empty,
-        build: Builder::Partitioner(|p| {
-            p.parse::<Empty>()?;
-            Ok(Box::new(Iid))
-        }),
-        origin: module_path!(),
-    }
-}
-
-fn toml_empty() -> fl_core::toml::Table {
-    fl_core::toml::Table::new()
-}
+fl_core::register!(Partitioner "iid" => Iid,
+    summary: "uniform random split, client sizes differing by at most one", paper: "");

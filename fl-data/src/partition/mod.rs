@@ -14,7 +14,7 @@ mod iid;
 mod shards;
 
 pub use dirichlet::{Cap, Dirichlet, DirichletConfig, Remainder};
-pub use iid::Iid;
+pub use iid::{Iid, IidConfig};
 pub use shards::{Shards, ShardsConfig};
 
 use fl_core::{Error, Result};
@@ -41,8 +41,3 @@ fn sorted(mut parts: Vec<Vec<i64>>) -> Vec<Vec<i64>> {
     }
     parts
 }
-
-/// A parameterless component's table: any key is an error.
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Empty {}

@@ -8,9 +8,8 @@
 //! sorted positions `⌊sN/S⌋ .. ⌊(s+1)N/S⌋`, so sizes differ by at most one and nothing is dropped.
 //! Samples of equal label keep their index order (a stable sort).
 
-use fl_core::registry::{Builder, Component, defaults_of};
 use fl_core::rng::Rng;
-use fl_core::{Error, Partitioner, Result};
+use fl_core::{Error, FromConfig, InvalidKey, Partitioner, Result};
 use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
 
@@ -30,9 +29,9 @@ impl Default for ShardsConfig {
 }
 
 impl ShardsConfig {
-    pub fn validate(&self) -> std::result::Result<(), String> {
+    pub fn validate(&self) -> std::result::Result<(), InvalidKey> {
         if self.shards_per_client == 0 {
-            return Err("shards_per_client: must be at least 1".into());
+            return Err(InvalidKey::new("shards_per_client", "must be at least 1"));
         }
         Ok(())
     }
@@ -41,6 +40,15 @@ impl ShardsConfig {
 #[derive(Debug, Clone)]
 pub struct Shards {
     pub cfg: ShardsConfig,
+}
+
+impl FromConfig for Shards {
+    type Config = ShardsConfig;
+
+    fn from_config(cfg: ShardsConfig) -> std::result::Result<Self, InvalidKey> {
+        cfg.validate()?;
+        Ok(Shards { cfg })
+    }
 }
 
 impl Partitioner for Shards {
@@ -66,13 +74,6 @@ impl Partitioner for Shards {
     }
 }
 
-inventory::submit! {
-    Component {
-        name: "shards",
-        summary: "sort by label, cut into clients x shards_per_client shards, deal shards_per_client random shards to each client",
-        paper: "McMahan et al., Communication-Efficient Learning of Deep Networks from Decentralized Data, AISTATS 2017",
-        defaults: defaults_of::<ShardsConfig>,
-        build: Builder::Partitioner(|p| Ok(Box::new(Shards { cfg: p.parse_valid(ShardsConfig::validate)? }))),
-        origin: module_path!(),
-    }
-}
+fl_core::register!(Partitioner "shards" => Shards,
+    summary: "sort by label, cut into clients x shards_per_client shards, deal shards_per_client random shards to each client",
+    paper: "McMahan et al., Communication-Efficient Learning of Deep Networks from Decentralized Data, AISTATS 2017");

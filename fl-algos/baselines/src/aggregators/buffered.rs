@@ -2,8 +2,7 @@
 //! `x ← x + η_g · (1/K) Σ_i s(τ_i) Δ_i` with `Δ_i = w_end − w_start` and `s` the staleness
 //! weight (1/√(1+τ) in the paper).
 
-use fl_core::registry::{Builder, Component, defaults_of};
-use fl_core::{AggregateCtx, Aggregator, ClientUpdate, ParamSet, Result};
+use fl_core::{AggregateCtx, Aggregator, ClientUpdate, FromConfig, InvalidKey, ParamSet, Result};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -29,6 +28,14 @@ impl BufferedMean {
     }
 }
 
+impl FromConfig for BufferedMean {
+    type Config = BufferedMeanConfig;
+
+    fn from_config(cfg: BufferedMeanConfig) -> std::result::Result<Self, InvalidKey> {
+        Ok(BufferedMean::new(cfg))
+    }
+}
+
 impl Aggregator for BufferedMean {
     fn aggregate(&mut self, global: &ParamSet, updates: &[ClientUpdate], ctx: &AggregateCtx) -> Result<ParamSet> {
         let k = updates.len() as f64;
@@ -40,13 +47,6 @@ impl Aggregator for BufferedMean {
     }
 }
 
-inventory::submit! {
-    Component {
-        name: "buffered-mean",
-        summary: "x ← x + η_g/K Σ s(τ_i) Δ_i over the K buffered updates (FedBuff)",
-        paper: "Nguyen et al., AISTATS 2022",
-        defaults: defaults_of::<BufferedMeanConfig>,
-        build: Builder::Aggregator(|p| Ok(Box::new(BufferedMean::new(p.parse()?)))),
-        origin: module_path!(),
-    }
-}
+fl_core::register!(Aggregator "buffered-mean" => BufferedMean,
+    summary: "x ← x + η_g/K Σ s(τ_i) Δ_i over the K buffered updates (FedBuff)",
+    paper: "Nguyen et al., AISTATS 2022");

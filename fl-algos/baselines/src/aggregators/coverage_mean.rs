@@ -3,9 +3,8 @@
 //! value (HeteroFL's and RA-Fed's aggregation for partial models) or, with
 //! `uncovered = "zero"`, becomes 0 (the OAP code's `nan_to_num` of 0/0).
 
-use fl_core::registry::{Builder, Component, defaults_of};
 use fl_core::tch::{Kind, Tensor};
-use fl_core::{AggregateCtx, Aggregator, ClientUpdate, ParamSet, Result};
+use fl_core::{AggregateCtx, Aggregator, ClientUpdate, FromConfig, InvalidKey, ParamSet, Result};
 use serde::{Deserialize, Serialize};
 
 use super::weighted_mean::{Weighting, normalised_weights};
@@ -33,6 +32,14 @@ pub struct CoverageMean {
 impl CoverageMean {
     pub fn new(cfg: CoverageMeanConfig) -> Self {
         CoverageMean { cfg }
+    }
+}
+
+impl FromConfig for CoverageMean {
+    type Config = CoverageMeanConfig;
+
+    fn from_config(cfg: CoverageMeanConfig) -> std::result::Result<Self, InvalidKey> {
+        Ok(CoverageMean::new(cfg))
     }
 }
 
@@ -67,13 +74,6 @@ impl Aggregator for CoverageMean {
     }
 }
 
-inventory::submit! {
-    Component {
-        name: "coverage-mean",
-        summary: "each element averaged over the clients that trained it; uncovered elements keep their value",
-        paper: "Diao et al., HeteroFL, ICLR 2021; Wang et al., KDD 2023",
-        defaults: defaults_of::<CoverageMeanConfig>,
-        build: Builder::Aggregator(|p| Ok(Box::new(CoverageMean::new(p.parse()?)))),
-        origin: module_path!(),
-    }
-}
+fl_core::register!(Aggregator "coverage-mean" => CoverageMean,
+    summary: "each element averaged over the clients that trained it; uncovered elements keep their value",
+    paper: "Diao et al., HeteroFL, ICLR 2021; Wang et al., KDD 2023");

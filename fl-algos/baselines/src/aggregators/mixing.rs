@@ -7,9 +7,8 @@
 //! Fed-RAA): each element moves towards the sample-weighted mean of the updates that trained
 //! it, at rate α times their weighted mean staleness weight; untrained elements stay.
 
-use fl_core::registry::{Builder, Component, defaults_of};
 use fl_core::tch::Tensor;
-use fl_core::{AggregateCtx, Aggregator, ClientUpdate, Mask, ParamSet, Result};
+use fl_core::{AggregateCtx, Aggregator, ClientUpdate, FromConfig, InvalidKey, Mask, ParamSet, Result};
 use serde::{Deserialize, Serialize};
 
 /// What an update pulls the model towards.
@@ -50,9 +49,9 @@ impl Default for AsyncMixConfig {
 }
 
 impl AsyncMixConfig {
-    pub fn validate(&self) -> std::result::Result<(), String> {
+    pub fn validate(&self) -> std::result::Result<(), InvalidKey> {
         if !(self.alpha > 0.0 && self.alpha <= 1.0) {
-            return Err(format!("alpha: expected a value in (0, 1], got {}", self.alpha));
+            return Err(InvalidKey::new("alpha", format!("expected a value in (0, 1], got {}", self.alpha)));
         }
         Ok(())
     }
@@ -125,6 +124,15 @@ impl AsyncMix {
     }
 }
 
+impl FromConfig for AsyncMix {
+    type Config = AsyncMixConfig;
+
+    fn from_config(cfg: AsyncMixConfig) -> std::result::Result<Self, InvalidKey> {
+        cfg.validate()?;
+        Ok(AsyncMix::new(cfg))
+    }
+}
+
 impl Aggregator for AsyncMix {
     fn aggregate(&mut self, global: &ParamSet, updates: &[ClientUpdate], ctx: &AggregateCtx) -> Result<ParamSet> {
         Ok(match self.cfg.combine {
@@ -134,13 +142,6 @@ impl Aggregator for AsyncMix {
     }
 }
 
-inventory::submit! {
-    Component {
-        name: "async-mix",
-        summary: "x ← (1−α_t) x + α_t x_new over the trained elements, α_t = α·s(staleness) (FedAsync, Fed-RAA)",
-        paper: "Xie et al., arXiv:1903.03934; Zhang et al. (Fed-RAA)",
-        defaults: defaults_of::<AsyncMixConfig>,
-        build: Builder::Aggregator(|p| Ok(Box::new(AsyncMix::new(p.parse_valid(AsyncMixConfig::validate)?)))),
-        origin: module_path!(),
-    }
-}
+fl_core::register!(Aggregator "async-mix" => AsyncMix,
+    summary: "x ← (1−α_t) x + α_t x_new over the trained elements, α_t = α·s(staleness) (FedAsync, Fed-RAA)",
+    paper: "Xie et al., arXiv:1903.03934; Zhang et al. (Fed-RAA)");

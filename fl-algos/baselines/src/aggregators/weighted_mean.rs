@@ -2,8 +2,7 @@
 //! `x ← x + η Σ p_i Δ_i` with `p_i ∝ n_i` (samples) or uniform. With full masks and η = 1
 //! this is the weighted mean of the client models.
 
-use fl_core::registry::{Builder, Component, defaults_of};
-use fl_core::{AggregateCtx, Aggregator, ClientUpdate, Error, ParamSet, Result};
+use fl_core::{AggregateCtx, Aggregator, ClientUpdate, Error, FromConfig, InvalidKey, ParamSet, Result};
 use serde::{Deserialize, Serialize};
 
 /// How client contributions are weighted.
@@ -70,6 +69,14 @@ pub(crate) fn normalised_weights(
     Ok(raw.iter().map(|w| w / total).collect())
 }
 
+impl FromConfig for WeightedMean {
+    type Config = WeightedMeanConfig;
+
+    fn from_config(cfg: WeightedMeanConfig) -> std::result::Result<Self, InvalidKey> {
+        Ok(WeightedMean::new(cfg))
+    }
+}
+
 impl Aggregator for WeightedMean {
     fn aggregate(&mut self, global: &ParamSet, updates: &[ClientUpdate], ctx: &AggregateCtx) -> Result<ParamSet> {
         let p = normalised_weights(updates, ctx, self.cfg.weighting, self.cfg.use_staleness)?;
@@ -81,13 +88,6 @@ impl Aggregator for WeightedMean {
     }
 }
 
-inventory::submit! {
-    Component {
-        name: "weighted-mean",
-        summary: "x ← x + η Σ p_i Δ_i, p_i ∝ samples or uniform (FedAvg)",
-        paper: "McMahan et al., AISTATS 2017",
-        defaults: defaults_of::<WeightedMeanConfig>,
-        build: Builder::Aggregator(|p| Ok(Box::new(WeightedMean::new(p.parse()?)))),
-        origin: module_path!(),
-    }
-}
+fl_core::register!(Aggregator "weighted-mean" => WeightedMean,
+    summary: "x ← x + η Σ p_i Δ_i, p_i ∝ samples or uniform (FedAvg)",
+    paper: "McMahan et al., AISTATS 2017");

@@ -3,8 +3,7 @@
 //! (1: every arrival, FedAsync; K: FedBuff). After each arrival a client drawn uniformly from
 //! the idle ones starts training on the newest model.
 
-use fl_core::registry::{Builder, Component, defaults_of};
-use fl_core::{Result, SchedCtx, Scheduler};
+use fl_core::{FromConfig, InvalidKey, Result, SchedCtx, Scheduler};
 use rand::seq::IndexedRandom;
 use serde::{Deserialize, Serialize};
 
@@ -26,15 +25,15 @@ impl Default for AsyncConfig {
 }
 
 impl AsyncConfig {
-    pub fn validate(&self) -> std::result::Result<(), String> {
+    pub fn validate(&self) -> std::result::Result<(), InvalidKey> {
         if self.buffer == 0 {
-            return Err("buffer: expected at least 1".into());
+            return Err(InvalidKey::new("buffer", "expected at least 1"));
         }
         if self.concurrency == Some(0) {
-            return Err("concurrency: expected at least 1".into());
+            return Err(InvalidKey::new("concurrency", "expected at least 1"));
         }
         if self.aggregations == 0 {
-            return Err("aggregations: expected at least 1".into());
+            return Err(InvalidKey::new("aggregations", "expected at least 1"));
         }
         Ok(())
     }
@@ -55,6 +54,15 @@ impl AsyncUpdates {
             ctx.dispatch(c)?;
         }
         Ok(())
+    }
+}
+
+impl FromConfig for AsyncUpdates {
+    type Config = AsyncConfig;
+
+    fn from_config(cfg: AsyncConfig) -> std::result::Result<Self, InvalidKey> {
+        cfg.validate()?;
+        Ok(AsyncUpdates::new(cfg))
     }
 }
 
@@ -84,13 +92,6 @@ impl Scheduler for AsyncUpdates {
     }
 }
 
-inventory::submit! {
-    Component {
-        name: "async",
-        summary: "asynchronous: aggregate every `buffer` arrivals, keep `concurrency` clients training",
-        paper: "Xie et al., arXiv:1903.03934; Nguyen et al., AISTATS 2022",
-        defaults: defaults_of::<AsyncConfig>,
-        build: Builder::Scheduler(|p| Ok(Box::new(AsyncUpdates::new(p.parse_valid(AsyncConfig::validate)?)))),
-        origin: module_path!(),
-    }
-}
+fl_core::register!(Scheduler "async" => AsyncUpdates,
+    summary: "asynchronous: aggregate every `buffer` arrivals, keep `concurrency` clients training",
+    paper: "Xie et al., arXiv:1903.03934; Nguyen et al., AISTATS 2022");

@@ -2,8 +2,7 @@
 //! replacement, waits for all of them, aggregates, and starts the next round. A round lasts as
 //! long as its slowest client.
 
-use fl_core::registry::{Builder, Component, defaults_of};
-use fl_core::{Result, SchedCtx, Scheduler};
+use fl_core::{FromConfig, InvalidKey, Result, SchedCtx, Scheduler};
 use rand::seq::index;
 use serde::{Deserialize, Serialize};
 
@@ -24,15 +23,15 @@ impl Default for SyncRoundsConfig {
 }
 
 impl SyncRoundsConfig {
-    pub fn validate(&self) -> std::result::Result<(), String> {
+    pub fn validate(&self) -> std::result::Result<(), InvalidKey> {
         if self.rounds == 0 {
-            return Err("rounds: expected at least 1".into());
+            return Err(InvalidKey::new("rounds", "expected at least 1"));
         }
         if !(self.fraction > 0.0 && self.fraction <= 1.0) {
-            return Err(format!("fraction: expected a value in (0, 1], got {}", self.fraction));
+            return Err(InvalidKey::new("fraction", format!("expected a value in (0, 1], got {}", self.fraction)));
         }
         if self.clients_per_round == Some(0) {
-            return Err("clients_per_round: expected at least 1".into());
+            return Err(InvalidKey::new("clients_per_round", "expected at least 1"));
         }
         Ok(())
     }
@@ -62,6 +61,15 @@ impl SyncRounds {
     }
 }
 
+impl FromConfig for SyncRounds {
+    type Config = SyncRoundsConfig;
+
+    fn from_config(cfg: SyncRoundsConfig) -> std::result::Result<Self, InvalidKey> {
+        cfg.validate()?;
+        Ok(SyncRounds::new(cfg))
+    }
+}
+
 impl Scheduler for SyncRounds {
     fn on_start(&mut self, ctx: &mut SchedCtx) -> Result<()> {
         self.start_round(ctx)
@@ -86,13 +94,6 @@ impl Scheduler for SyncRounds {
     }
 }
 
-inventory::submit! {
-    Component {
-        name: "sync-rounds",
-        summary: "synchronous rounds: sample a share of clients, wait for all, aggregate",
-        paper: "McMahan et al., AISTATS 2017",
-        defaults: defaults_of::<SyncRoundsConfig>,
-        build: Builder::Scheduler(|p| Ok(Box::new(SyncRounds::new(p.parse_valid(SyncRoundsConfig::validate)?)))),
-        origin: module_path!(),
-    }
-}
+fl_core::register!(Scheduler "sync-rounds" => SyncRounds,
+    summary: "synchronous rounds: sample a share of clients, wait for all, aggregate",
+    paper: "McMahan et al., AISTATS 2017");
