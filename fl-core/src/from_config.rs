@@ -56,17 +56,6 @@ impl InvalidKey {
     }
 }
 
-/// TRANSITIONAL: a `"key: message"` string of the validators not yet returning [`InvalidKey`];
-/// removed once every validator does.
-impl From<String> for InvalidKey {
-    fn from(msg: String) -> Self {
-        match msg.split_once(": ") {
-            Some((key, rest)) if !key.contains(' ') => InvalidKey::new(key, rest),
-            _ => InvalidKey::new("", msg),
-        }
-    }
-}
-
 /// A component built from its section of the experiment file.
 pub trait FromConfig: Sized {
     /// The section's keys with their defaults (`#[serde(deny_unknown_fields, default)]`).

@@ -144,12 +144,12 @@ impl Params {
 
     /// Deserialises and validates; an [`InvalidKey`] becomes an error naming the file and the
     /// key under this section.
-    pub fn parse_valid<C: DeserializeOwned, E: Into<InvalidKey>>(
+    pub fn parse_valid<C: DeserializeOwned>(
         &self,
-        validate: impl FnOnce(&C) -> std::result::Result<(), E>,
+        validate: impl FnOnce(&C) -> std::result::Result<(), InvalidKey>,
     ) -> Result<C> {
         let c = self.parse()?;
-        validate(&c).map_err(|e| self.invalid_key(e.into()))?;
+        validate(&c).map_err(|e| self.invalid_key(e))?;
         Ok(c)
     }
 

@@ -170,12 +170,12 @@ impl Default for AgNewsConfig {
 
 impl AgNewsConfig {
     /// Checks the sizes; messages read `"key: what is wrong"`.
-    pub fn validate(&self) -> std::result::Result<(), String> {
+    pub fn validate(&self) -> std::result::Result<(), InvalidKey> {
         if self.seq_len == 0 {
-            return Err("seq_len: expected at least 1".into());
+            return Err(InvalidKey::new("seq_len", "expected at least 1"));
         }
         if self.max_vocab == Some(0) {
-            return Err("max_vocab: expected at least 1 (the vocabulary always holds `<unk>`)".into());
+            return Err(InvalidKey::new("max_vocab", "expected at least 1 (the vocabulary always holds `<unk>`)"));
         }
         Ok(())
     }

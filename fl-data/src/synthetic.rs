@@ -25,7 +25,7 @@
 
 use fl_core::registry::{Builder, Component, DataContext, defaults_of};
 use fl_core::rng::{self, Rng, tag};
-use fl_core::{DataSpec, Dataset, FederatedData, Result};
+use fl_core::{DataSpec, Dataset, FederatedData, InvalidKey, Result};
 use rand_distr::{Distribution, LogNormal, StandardNormal};
 use serde::{Deserialize, Serialize};
 use tch::{Device, Tensor};
@@ -54,24 +54,24 @@ impl Default for SyntheticConfig {
 }
 
 impl SyntheticConfig {
-    pub fn validate(&self) -> std::result::Result<(), String> {
+    pub fn validate(&self) -> std::result::Result<(), InvalidKey> {
         if !(self.alpha >= 0.0 && self.alpha.is_finite()) {
-            return Err(format!("alpha: must be a finite number >= 0, got {}", self.alpha));
+            return Err(InvalidKey::new("alpha", format!("must be a finite number >= 0, got {}", self.alpha)));
         }
         if !(self.beta >= 0.0 && self.beta.is_finite()) {
-            return Err(format!("beta: must be a finite number >= 0, got {}", self.beta));
+            return Err(InvalidKey::new("beta", format!("must be a finite number >= 0, got {}", self.beta)));
         }
         if self.dim == 0 {
-            return Err("dim: must be at least 1".into());
+            return Err(InvalidKey::new("dim", "must be at least 1"));
         }
         if self.classes < 2 {
-            return Err(format!("classes: must be at least 2, got {}", self.classes));
+            return Err(InvalidKey::new("classes", format!("must be at least 2, got {}", self.classes)));
         }
         if self.devices == 0 {
-            return Err("devices: must be at least 1".into());
+            return Err(InvalidKey::new("devices", "must be at least 1"));
         }
         if !(0.0..0.9).contains(&self.test_fraction) {
-            return Err(format!("test_fraction: must be in [0, 0.9), got {}", self.test_fraction));
+            return Err(InvalidKey::new("test_fraction", format!("must be in [0, 0.9), got {}", self.test_fraction)));
         }
         Ok(())
     }
