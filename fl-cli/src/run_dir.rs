@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use fl_core::{EvalRecord, Observer, Summary};
+use fl_record::SummaryFile;
 use serde_json::json;
 
 use crate::timing::Stopwatch;
@@ -53,11 +54,11 @@ impl RunDir {
         self.clock.elapsed_s()
     }
 
-    /// Writes `summary.json`: the run summary plus host wall time.
+    /// Writes `summary.json`: the run summary plus host wall time ([`SummaryFile`]).
     pub fn finish(&mut self, summary: &Summary) -> Result<()> {
-        let mut value = serde_json::to_value(summary)?;
-        value["wall_time_s"] = json!(self.wall_time_s());
-        write_json(&self.dir.join("summary.json"), &value)
+        let file = SummaryFile { summary: summary.clone(), wall_time_s: self.wall_time_s() };
+        // Through a JSON value, whose keys are sorted: the file's layout stays as it was.
+        write_json(&self.dir.join("summary.json"), &serde_json::to_value(file)?)
     }
 
     fn write_record(&mut self, record: &EvalRecord, diagnostics: &[(String, f64)]) -> std::io::Result<()> {

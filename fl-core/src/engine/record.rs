@@ -1,7 +1,6 @@
-//! What a run reports: evaluation records, the run summary, and the observer that receives
+//! What a run reports: the `[eval]` and `[run]` sections, the evaluation records and run summary
+//! (defined in `fl-record`, shared with the report readers), and the observer that receives
 //! records as they are produced (so nothing is lost if a run fails part-way).
-
-use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -9,6 +8,8 @@ use crate::error::Result;
 use crate::from_config::InvalidKey;
 
 use super::cohort::Batching;
+
+pub use fl_record::{ClientStats, EvalRecord, Summary};
 
 /// The `[eval]` section: when and how the global model is evaluated.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -84,58 +85,6 @@ impl RunConfig {
     }
 }
 
-/// One evaluation of the global model. Every field is a deterministic function of the
-/// configuration and seed (host timings are reported separately).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct EvalRecord {
-    /// Virtual time of the evaluation, seconds.
-    pub virtual_time_s: f64,
-    /// Global model version evaluated (the number of aggregations so far).
-    pub version: u64,
-    /// Client updates aggregated so far.
-    pub updates: u64,
-    /// Top-1 accuracy on the test set, in [0, 1] (NaN when this evaluation skipped the test
-    /// set, see [`EvalConfig::test_every`]).
-    pub accuracy: f64,
-    /// Mean cross-entropy on the test set (NaN when the test set was skipped).
-    pub loss: f64,
-    /// Mean local training loss of the updates aggregated since the previous evaluation (NaN
-    /// if there were none).
-    pub train_loss: f64,
-    /// Mean staleness, in versions, of those updates (NaN if there were none).
-    pub mean_staleness: f64,
-    /// Largest staleness, in versions, of those updates (0 if there were none).
-    pub max_staleness: u64,
-    /// Bytes uploaded by clients so far (updates of arrived jobs, and split-learning relay).
-    pub bytes_up: f64,
-    /// Bytes downloaded by clients so far (models of dispatched jobs, mid-training pulls, and
-    /// split-learning relay).
-    pub bytes_down: f64,
-}
-
-impl EvalRecord {
-    /// The header line of the metrics CSV, the fields in declaration order.
-    pub const CSV_HEADER: &'static str =
-        "virtual_time_s,version,updates,accuracy,loss,train_loss,mean_staleness,max_staleness,bytes_up,bytes_down";
-
-    /// The record as one CSV line (no newline), in [`EvalRecord::CSV_HEADER`]'s order.
-    pub fn csv_row(&self) -> String {
-        format!(
-            "{},{},{},{},{},{},{},{},{},{}",
-            self.virtual_time_s,
-            self.version,
-            self.updates,
-            self.accuracy,
-            self.loss,
-            self.train_loss,
-            self.mean_staleness,
-            self.max_staleness,
-            self.bytes_up,
-            self.bytes_down
-        )
-    }
-}
-
 /// Receives evaluation records as they happen.
 pub trait Observer {
     /// `diagnostics` are the aggregator's scalar diagnostics at that moment.
@@ -159,70 +108,5 @@ impl Observer for Vec<EvalRecord> {
     fn on_eval(&mut self, record: &EvalRecord, _: &[(String, f64)]) -> Result<()> {
         self.push(record.clone());
         Ok(())
-    }
-}
-
-/// The end-of-run summary (`summary.json` adds host timings to it).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Summary {
-    /// Test accuracy at the last evaluation (NaN without evaluations).
-    pub final_accuracy: f64,
-    /// Highest test accuracy over the evaluations (NaN if none ran the test set).
-    pub best_accuracy: f64,
-    /// Test loss at the last evaluation (NaN without evaluations).
-    pub final_loss: f64,
-    /// Virtual time at the end of the run, seconds.
-    pub virtual_time_s: f64,
-    /// Aggregations made: the final global version.
-    pub aggregations: u64,
-    /// Client updates aggregated.
-    pub updates: u64,
-    /// Evaluation records produced.
-    pub evaluations: usize,
-    /// The `[run] target_accuracy` the run was asked to time, if any.
-    pub target_accuracy: Option<f64>,
-    /// Virtual seconds until `target_accuracy` was first reached.
-    pub time_to_target_s: Option<f64>,
-    /// Aggregated updates by staleness (versions).
-    pub staleness_histogram: BTreeMap<u64, u64>,
-    /// Per client, in id order: jobs and virtual seconds spent on them (client fairness).
-    pub clients: Vec<ClientStats>,
-}
-
-/// What one client did during a run.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct ClientStats {
-    /// Jobs dispatched to it (the last ones may not have arrived when the run ended).
-    pub jobs: u64,
-    /// Sum of those jobs' virtual durations, seconds.
-    pub busy_s: f64,
-}
-
-impl Summary {
-    /// The summary of a run from its evaluation records and end-of-run counters.
-    pub fn from_records(
-        records: &[EvalRecord],
-        virtual_time_s: f64,
-        aggregations: u64,
-        updates: u64,
-        staleness_histogram: &BTreeMap<u64, u64>,
-        target_accuracy: Option<f64>,
-        clients: Vec<ClientStats>,
-    ) -> Self {
-        let last = records.last();
-        Summary {
-            final_accuracy: last.map_or(f64::NAN, |r| r.accuracy),
-            best_accuracy: records.iter().map(|r| r.accuracy).fold(f64::NAN, f64::max),
-            final_loss: last.map_or(f64::NAN, |r| r.loss),
-            virtual_time_s,
-            aggregations,
-            updates,
-            evaluations: records.len(),
-            target_accuracy,
-            time_to_target_s: target_accuracy
-                .and_then(|t| records.iter().find(|r| r.accuracy >= t).map(|r| r.virtual_time_s)),
-            staleness_histogram: staleness_histogram.clone(),
-            clients,
-        }
     }
 }

@@ -1,10 +1,12 @@
 //! What a run left in its directory, read back for reports: `summary.json`, the per-round
-//! curve of `metrics.csv` and the last diagnostics of `events.jsonl`.
+//! curve of `metrics.csv` (both through `fl-record`, the types the engine writes) and the last
+//! diagnostics of `events.jsonl`.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
+use fl_record::{EvalRecord, SummaryFile};
 
 /// One evaluation of the global model.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -43,22 +45,18 @@ impl Outcome {
         let summary_path = dir.join("summary.json");
         let text =
             std::fs::read_to_string(&summary_path).with_context(|| format!("reading {}", summary_path.display()))?;
-        let summary: serde_json::Value =
+        let file: SummaryFile =
             serde_json::from_str(&text).with_context(|| format!("parsing {}", summary_path.display()))?;
-        // NaN is written as null.
-        let number = |key: &str| summary[key].as_f64().unwrap_or(f64::NAN);
         let (curve, server_loss) = read_metrics(&dir.join("metrics.csv"))?;
+        let summary = file.summary;
         Ok(Outcome {
             seed,
-            best_accuracy: number("best_accuracy"),
-            final_accuracy: number("final_accuracy"),
-            final_loss: number("final_loss"),
-            wall_time_s: number("wall_time_s"),
-            time_to_target_s: summary["time_to_target_s"].as_f64(),
-            participation: summary["clients"]
-                .as_array()
-                .map(|cs| cs.iter().map(|c| c["jobs"].as_u64().unwrap_or(0)).collect())
-                .unwrap_or_default(),
+            best_accuracy: summary.best_accuracy,
+            final_accuracy: summary.final_accuracy,
+            final_loss: summary.final_loss,
+            wall_time_s: file.wall_time_s,
+            time_to_target_s: summary.time_to_target_s,
+            participation: summary.clients.iter().map(|c| c.jobs).collect(),
             curve,
             server_loss,
             diagnostics: read_last_diagnostics(&dir.join("events.jsonl"))?,
@@ -84,35 +82,19 @@ impl Outcome {
 /// The tested evaluations, and the training loss of each aggregation while every one is logged.
 fn read_metrics(path: &Path) -> Result<(Vec<Point>, Vec<f64>)> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let mut lines = text.lines();
-    let header: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
-    let column = |name: &str| {
-        header.iter().position(|h| *h == name).with_context(|| format!("{}: no `{name}` column", path.display()))
-    };
-    let (time, version, accuracy, loss) =
-        (column("virtual_time_s")?, column("version")?, column("accuracy")?, column("loss")?);
-    let train_loss = header.iter().position(|h| *h == "train_loss");
-    let (mut curve, mut server_loss) = (Vec::new(), Vec::new());
-    for (i, line) in lines.enumerate() {
-        let cells: Vec<&str> = line.split(',').collect();
-        let cell = |c: usize| -> Result<f64> {
-            let s = cells.get(c).copied().unwrap_or_default();
-            s.parse().with_context(|| format!("{} line {}: expected a number, got `{s}`", path.display(), i + 2))
-        };
-        let point =
-            Point { version: cell(version)?, time_s: cell(time)?, accuracy: cell(accuracy)?, loss: cell(loss)? };
-        if let Some(c) = train_loss {
-            let l = cell(c)?;
-            if point.version >= 1.0 && l.is_finite() && server_loss.len() + 1 == point.version as usize {
-                server_loss.push(l);
-            }
+    let records = EvalRecord::read_csv(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let mut server_loss = Vec::new();
+    for r in &records {
+        if r.version >= 1 && r.train_loss.is_finite() && server_loss.len() + 1 == r.version as usize {
+            server_loss.push(r.train_loss);
         }
-        // A record whose evaluation did not run the test set (`[eval] test_every`) has no point.
-        if point.accuracy.is_nan() && point.loss.is_nan() {
-            continue;
-        }
-        curve.push(point);
     }
+    // A record whose evaluation did not run the test set (`[eval] test_every`) has no point.
+    let curve = records
+        .iter()
+        .filter(|r| r.tested())
+        .map(|r| Point { version: r.version as f64, time_s: r.virtual_time_s, accuracy: r.accuracy, loss: r.loss })
+        .collect();
     Ok((curve, server_loss))
 }
 
