@@ -1,0 +1,491 @@
+//! The simulation state: clients, jobs in flight, pending updates, the event queue and the
+//! global model, and what happens to them (dispatch, pulls, cohorts, commits, aggregation,
+//! evaluation). The run loop in [`super::Simulation`] and the scheduler's side in
+//! [`super::host`] act on it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use tch::Tensor;
+
+use super::BYTES_PER_PARAM;
+use super::cohort::{self, CohortSlot};
+use super::eval::evaluate;
+use super::pack::PackMember;
+use super::pool::{JobHandle, WorkerPool};
+use super::record::{ClientStats, EvalConfig, EvalRecord, Observer, RunConfig, Summary};
+use crate::aggregator::{AggregateCtx, Aggregator, Staleness};
+use crate::clock::{EventQueue, Tick, seconds, ticks};
+use crate::data::Dataset;
+use crate::error::{Error, Result};
+use crate::mask::Mask;
+use crate::mask_policy::{MaskCtx, MaskPolicy};
+use crate::model::Model;
+use crate::params::ParamSet;
+use crate::profile::{DeviceProfile, DevicesConfig, JobCost, Phases, train_flops};
+use crate::rng::{self, Rng, TensorNoise, tag};
+use crate::scheduler::JobStart;
+use crate::split::SplitPoint;
+use crate::staleness::{StalenessCtx, StalenessFn};
+use crate::trainer::{LocalTrainer, PullInfo, TrainJob, TrainOutcome, TrainSession};
+use crate::update::ClientUpdate;
+
+pub(super) enum Event {
+    Arrival(u64),
+    /// A job asks for the newest global model mid-training.
+    Pull(u64),
+    Timer(u64),
+    Eval,
+}
+
+pub(super) type SessionHandle = JobHandle<Result<Box<dyn TrainSession>>>;
+
+/// Where a job's training stands.
+pub(super) enum Work {
+    /// Waiting in `World::deferred` to join a cohort.
+    Deferred,
+    /// Training (or trained) as job `i` of a cohort.
+    Cohort(Arc<CohortSlot>, usize),
+    /// A job split into segments (it pulls mid-training): a session of its own.
+    Session(SessionHandle),
+}
+
+pub(super) struct InFlight {
+    pub(super) client: usize,
+    pub(super) base_version: u64,
+    pub(super) base: ParamSet,
+    pub(super) mask: Mask,
+    pub(super) choice: Option<usize>,
+    /// The (sub-)model the job started from, to compute its delta.
+    pub(super) start: ParamSet,
+    pub(super) dispatched_at: Tick,
+    /// Jittered phase durations of the job.
+    pub(super) phases: Phases,
+    /// Share of the work done before the pull, if the job pulls.
+    pub(super) pull_share: Option<f64>,
+    pub(super) pulled_version: Option<u64>,
+    pub(super) multiplicity: u32,
+    pub(super) transfer_bytes: f64,
+    /// Bytes relayed each way across a split during training.
+    pub(super) relay_bytes: f64,
+    pub(super) work: Work,
+}
+
+pub(super) struct Client {
+    pub(super) indices: Tensor,
+    pub(super) samples: usize,
+    /// Jobs of the client in flight.
+    pub(super) running: u32,
+    /// Jobs dispatched and their virtual seconds (client fairness).
+    pub(super) stats: ClientStats,
+}
+
+/// Counters accumulated between two evaluations.
+#[derive(Default)]
+pub(super) struct Window {
+    pub(super) train_loss_sum: f64,
+    pub(super) updates: u64,
+    pub(super) staleness_sum: u64,
+    pub(super) staleness_max: u64,
+}
+
+/// The simulation state the scheduler acts on.
+pub(crate) struct World {
+    pub(super) model: Arc<dyn Model>,
+    pub(super) trainer: Arc<dyn LocalTrainer>,
+    pub(super) aggregator: Box<dyn Aggregator>,
+    pub(super) mask_policy: Box<dyn MaskPolicy>,
+    pub(super) staleness: Box<dyn StalenessFn>,
+    pub(super) train: Dataset,
+    pub(super) test: Dataset,
+    pub(super) clients: Vec<Client>,
+    /// Each client's device, in id order.
+    pub(super) profiles: Vec<DeviceProfile>,
+    pub(super) devices: DevicesConfig,
+    /// The trainer's client/server cut, resolved against the model.
+    pub(super) split: Option<SplitPoint>,
+    pub(super) eval: EvalConfig,
+    pub(super) run: RunConfig,
+    pub(super) seed: u64,
+    pub(super) shapes: Vec<Vec<i64>>,
+    pub(super) pool: WorkerPool,
+    /// Most jobs in a cohort (1: no batching).
+    pub(super) cohort_cap: usize,
+    /// Dispatched jobs waiting to train, in dispatch order.
+    pub(super) deferred: Vec<(u64, TrainJob)>,
+    pub(super) pack: Option<PackMember>,
+    /// Notes for the run log, each said once.
+    pub(super) notes: BTreeSet<&'static str>,
+    pub(super) unsaid: Vec<&'static str>,
+    pub(super) sched_rng: Rng,
+    pub(super) mask_rng: Rng,
+    pub(super) now: Tick,
+    pub(super) version: u64,
+    pub(super) global: ParamSet,
+    pub(super) queue: EventQueue<Event>,
+    pub(super) in_flight: BTreeMap<u64, InFlight>,
+    pub(super) pending: Vec<ClientUpdate>,
+    pub(super) jobs: u64,
+    pub(super) updates_aggregated: u64,
+    pub(super) bytes_up: f64,
+    pub(super) bytes_down: f64,
+    pub(super) window: Window,
+    pub(super) staleness_histogram: BTreeMap<u64, u64>,
+    pub(super) last_eval_version: Option<u64>,
+    /// Evaluations so far, and whether the latest one ran the test set.
+    pub(super) evaluations: u64,
+    pub(super) last_tested: bool,
+    /// Aggregations the run will make if nothing stops it early (the last one is tested).
+    pub(super) planned: Option<u64>,
+    pub(super) stopped: bool,
+    pub(super) records: Vec<EvalRecord>,
+    /// Diagnostics the scheduler published, logged at each evaluation.
+    pub(super) sched_diagnostics: BTreeMap<String, f64>,
+}
+
+impl World {
+    /// The mask policy's mask for a job of `client` (with the scheduler's `choice`, if any).
+    pub(super) fn mask_for(&mut self, client: usize, choice: Option<usize>, rng: &mut Rng) -> Result<Mask> {
+        if client >= self.clients.len() {
+            return Err(Error::invalid(format!("dispatch: no client {client} (have {})", self.clients.len())));
+        }
+        let choices = self.mask_policy.choices();
+        if let Some(j) = choice.filter(|&j| j >= choices) {
+            return Err(Error::invalid(format!(
+                "dispatch: mask choice {j} out of range (the mask policy offers {choices})"
+            )));
+        }
+        let mask = self.mask_policy.mask(&mut MaskCtx {
+            client,
+            profiles: &self.profiles,
+            version: self.version,
+            choice,
+            structure: self.model.structure(),
+            global: &self.global,
+            rng,
+        })?;
+        if let Mask::Structured(s) = &mask {
+            s.validate(&self.shapes)?;
+        }
+        Ok(mask)
+    }
+
+    /// Bytes each way and training FLOPs of a job of `client` under `mask`; under a split,
+    /// the client's part of them, the relay across the cut and the server's seconds.
+    pub(super) fn job_cost(&self, client: usize, mask: &Mask) -> JobCost {
+        let kept = mask.kept_per_tensor(&self.shapes);
+        let flops = self.forward_flops_per_tensor(mask, &kept);
+        let samples = self.clients[client].samples;
+        let passes = self.trainer.sample_passes(samples);
+        let client_tensors = self.split.map_or(kept.len(), |s| s.client_tensors);
+        let bytes = kept[..client_tensors].iter().sum::<i64>() as f64 * BYTES_PER_PARAM;
+        let mut cost = JobCost {
+            down_bytes: bytes,
+            train_flops: train_flops(flops[..client_tensors].iter().sum(), passes),
+            up_bytes: bytes,
+            ..JobCost::default()
+        };
+        if let Some(split) = self.split {
+            cost.relay_bytes = passes * split.activation_floats * BYTES_PER_PARAM;
+            cost.server_s = train_flops(flops[client_tensors..].iter().sum(), passes) / split.server_flops_per_s
+                + self.trainer.steps(samples) * split.round_trip_s;
+        }
+        cost
+    }
+
+    pub(super) fn dispatch(
+        &mut self,
+        client: usize,
+        pull_share: Option<f64>,
+        choice: Option<usize>,
+        how: JobStart,
+    ) -> Result<()> {
+        if self.clients.get(client).is_some_and(|c| c.running > 0) && !how.concurrent {
+            return Err(Error::invalid(format!("dispatch: client {client} is already training")));
+        }
+        let (base_version, base) = how.from.unwrap_or_else(|| (self.version, self.global.shallow_clone()));
+        let mut mask_rng = self.mask_rng.clone();
+        let mask = self.mask_for(client, choice, &mut mask_rng)?;
+        self.mask_rng = mask_rng;
+        let c = &self.clients[client];
+        let job = self.jobs;
+        self.jobs += 1;
+        let mut job_rng = rng::stream(self.seed, &[tag::JOB, client as u64, job]);
+        let cost = self.job_cost(client, &mask);
+        let bytes = cost.up_bytes;
+        let phases = self.profiles[client].phases(&cost).scaled(self.devices.jitter_factor(&mut job_rng));
+        let noise = TensorNoise::new(rng::derive_seed(self.seed, &[tag::JOB, client as u64, job, 1]));
+        let start = mask.extract(&base);
+        let grad_mask = match &mask {
+            Mask::Elementwise(ms) => Some(ms.iter().map(|m| m.as_ref().map(Tensor::shallow_clone)).collect()),
+            _ => None,
+        };
+        let train_job = TrainJob {
+            model: Arc::clone(&self.model),
+            params: start.shallow_clone(),
+            grad_mask,
+            data: self.train.shallow_clone(),
+            indices: c.indices.shallow_clone(),
+            rng: job_rng,
+            noise,
+            version: base_version,
+            delay: how.delay,
+        };
+        let work = match pull_share {
+            Some(share) => {
+                if self.cohort_cap > 1 {
+                    self.note("jobs that pull the global model mid-training train alone (cohorts of one)");
+                }
+                let trainer = Arc::clone(&self.trainer);
+                Work::Session(self.pool.submit(move || -> Result<Box<dyn TrainSession>> {
+                    let mut session = trainer.start(vec![train_job])?;
+                    session.run_until(share)?;
+                    Ok(session)
+                }))
+            }
+            None => {
+                self.deferred.push((job, train_job));
+                Work::Deferred
+            }
+        };
+        let (at, event) = match pull_share {
+            Some(share) => (how.wait_s + phases.down_s + share * phases.compute_s, Event::Pull(job)),
+            None => (how.wait_s + phases.total_s(), Event::Arrival(job)),
+        };
+        self.queue.push(self.now + ticks(at), event);
+        self.in_flight.insert(
+            job,
+            InFlight {
+                client,
+                base_version,
+                base,
+                mask,
+                choice,
+                start,
+                dispatched_at: self.now,
+                phases,
+                pull_share,
+                pulled_version: None,
+                multiplicity: how.multiplicity.max(1),
+                transfer_bytes: bytes,
+                relay_bytes: cost.relay_bytes,
+                work,
+            },
+        );
+        if self.deferred.len() >= self.cohort_cap {
+            self.flush();
+        }
+        self.bytes_down += bytes + cost.relay_bytes;
+        let c = &mut self.clients[client];
+        c.running += 1;
+        c.stats.jobs += 1;
+        c.stats.busy_s += how.wait_s + phases.total_s();
+        Ok(())
+    }
+
+    /// A job's mid-training request: the global model current *now* is what it receives (if
+    /// newer than its start, after a second download); the rest of its work then resumes.
+    pub(super) fn pull(&mut self, job: u64) -> Result<()> {
+        let mut f = self.in_flight.remove(&job).expect("every pull has an in-flight job");
+        let Work::Session(handle) = f.work else { unreachable!("pulling jobs train in sessions of their own") };
+        let session = handle.wait().map_err(|e| Error::invalid(format!("job {job} of client {}: {e}", f.client)))??;
+        let share = f.pull_share.expect("pull events come from pulling jobs");
+        let pulled = (self.version > f.base_version).then(|| {
+            let info = PullInfo { base_version: f.base_version, pulled_version: self.version };
+            (f.mask.extract(&self.global), info)
+        });
+        let mut resume_at = self.now;
+        if pulled.is_some() {
+            resume_at += ticks(f.phases.down_s);
+            self.bytes_down += f.transfer_bytes;
+            f.pulled_version = Some(self.version);
+        }
+        let mut session = session;
+        f.work = Work::Session(self.pool.submit(move || -> Result<Box<dyn TrainSession>> {
+            if let Some((params, info)) = pulled {
+                session.merge_pulled(&params, info)?;
+            }
+            session.run_until(1.0)?;
+            Ok(session)
+        }));
+        let rest = (1.0 - share) * f.phases.compute_s + f.phases.up_s;
+        self.queue.push(resume_at + ticks(rest), Event::Arrival(job));
+        self.in_flight.insert(job, f);
+        Ok(())
+    }
+
+    /// Forward FLOPs per sample under `mask`: the sub-model's for structured masks, each
+    /// tensor's share scaled by its kept density for elementwise masks.
+    pub(super) fn forward_flops_per_tensor(&self, mask: &Mask, kept: &[i64]) -> Vec<f64> {
+        match mask {
+            Mask::Elementwise(_) => self
+                .model
+                .flops_per_tensor(&self.shapes)
+                .iter()
+                .zip(kept.iter().zip(&self.shapes))
+                .map(|(f, (k, s))| f * *k as f64 / s.iter().product::<i64>() as f64)
+                .collect(),
+            _ => self.model.flops_per_tensor(&mask.sub_shapes(&self.shapes)),
+        }
+    }
+
+    /// Says `note` in the run log, once per run.
+    pub(super) fn note(&mut self, note: &'static str) {
+        if self.notes.insert(note) {
+            self.unsaid.push(note);
+        }
+    }
+
+    /// Starts training every deferred job, in cohorts (see [`cohort`]).
+    pub(super) fn flush(&mut self) {
+        let deferred = std::mem::take(&mut self.deferred);
+        let shapes: Vec<(u64, Vec<Vec<i64>>)> = deferred.iter().map(|(id, j)| (*id, j.params.shapes())).collect();
+        let cohorts = cohort::cohorts(shapes.iter().map(|(id, s)| (*id, s.as_slice())), self.cohort_cap);
+        let mut jobs: BTreeMap<u64, TrainJob> = deferred.into_iter().collect();
+        for ids in cohorts {
+            let members: Vec<TrainJob> =
+                ids.iter().map(|id| jobs.remove(id).expect("each deferred job once")).collect();
+            let slot = Arc::new(match &mut self.pack {
+                Some(pack) => CohortSlot::packed(pack.submit(&self.trainer, members, self.cohort_cap)),
+                None => {
+                    let trainer = Arc::clone(&self.trainer);
+                    CohortSlot::new(self.pool.submit(move || trainer.train_cohort(members)))
+                }
+            });
+            for (i, id) in ids.iter().enumerate() {
+                self.in_flight.get_mut(id).expect("deferred jobs are in flight").work =
+                    Work::Cohort(Arc::clone(&slot), i);
+            }
+        }
+    }
+
+    /// Waits for a job's result and makes it a pending update; returns its client.
+    pub(super) fn commit(&mut self, job: u64) -> Result<usize> {
+        if self.in_flight.get(&job).is_some_and(|f| matches!(f.work, Work::Deferred)) {
+            self.flush();
+        }
+        let f = self.in_flight.remove(&job).expect("every arrival has an in-flight job");
+        let fail = |e: String| Error::invalid(format!("job {job} of client {}: {e}", f.client));
+        let out: TrainOutcome = match f.work {
+            Work::Cohort(slot, i) => slot.take(i).map_err(fail)?,
+            Work::Session(handle) => {
+                handle.wait().map_err(fail)??.finish()?.pop().ok_or_else(|| fail("no outcome".into()))?
+            }
+            Work::Deferred => unreachable!("flushed above"),
+        };
+        let delta = f.mask.scatter(&out.params.sub(&f.start), &self.shapes);
+        self.clients[f.client].running -= 1;
+        self.bytes_up += f.transfer_bytes + f.relay_bytes;
+        self.pending.push(ClientUpdate {
+            client: f.client,
+            job,
+            base_version: f.base_version,
+            base: f.base,
+            mask: f.mask,
+            choice: f.choice,
+            delta,
+            pulled_version: f.pulled_version,
+            samples: self.clients[f.client].samples,
+            multiplicity: f.multiplicity,
+            train_loss: out.mean_loss,
+            dispatched_at: f.dispatched_at,
+            arrived_at: self.now,
+        });
+        Ok(f.client)
+    }
+
+    pub(super) fn aggregate(&mut self, observer: &mut dyn Observer) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let updates = std::mem::take(&mut self.pending);
+        let staleness: Vec<Staleness> = updates
+            .iter()
+            .map(|u| {
+                let versions = self.version - u.base_version;
+                let secs = seconds(u.arrived_at - u.dispatched_at);
+                let weight =
+                    self.staleness.weight(&StalenessCtx { versions, seconds: secs, update: u, global: &self.global });
+                Staleness { versions, seconds: secs, weight }
+            })
+            .collect();
+        let next = self.aggregator.aggregate(
+            &self.global,
+            &updates,
+            &AggregateCtx {
+                version: self.version,
+                num_clients: self.clients.len(),
+                now: self.now,
+                staleness: &staleness,
+            },
+        )?;
+        if next.shapes() != self.shapes {
+            return Err(Error::invalid("aggregator returned parameters of the wrong shapes"));
+        }
+        self.global = next;
+        self.version += 1;
+        self.updates_aggregated += updates.len() as u64;
+        for (u, s) in updates.iter().zip(&staleness) {
+            self.window.train_loss_sum += u.train_loss;
+            self.window.updates += 1;
+            self.window.staleness_sum += s.versions;
+            self.window.staleness_max = self.window.staleness_max.max(s.versions);
+            *self.staleness_histogram.entry(s.versions).or_default() += 1;
+        }
+        if self.eval.every_aggregations.is_some_and(|k| k > 0 && self.version.is_multiple_of(k)) {
+            self.evaluate(observer)?;
+        }
+        if self.run.max_aggregations.is_some_and(|m| self.version >= m) {
+            self.stopped = true;
+        }
+        Ok(())
+    }
+
+    pub(super) fn evaluate(&mut self, observer: &mut dyn Observer) -> Result<()> {
+        let test =
+            self.evaluations.is_multiple_of(self.eval.test_every) || self.planned.is_some_and(|p| self.version >= p);
+        self.evaluations += 1;
+        self.last_tested = test;
+        let (accuracy, loss) = if test {
+            evaluate(&*self.model, &self.global, &self.test, self.eval.batch_size)
+        } else {
+            (f64::NAN, f64::NAN)
+        };
+        let w = std::mem::take(&mut self.window);
+        let per_update = |x: f64| if w.updates == 0 { f64::NAN } else { x / w.updates as f64 };
+        let record = EvalRecord {
+            virtual_time_s: seconds(self.now),
+            version: self.version,
+            updates: self.updates_aggregated,
+            accuracy,
+            loss,
+            train_loss: per_update(w.train_loss_sum),
+            mean_staleness: per_update(w.staleness_sum as f64),
+            max_staleness: w.staleness_max,
+            bytes_up: self.bytes_up,
+            bytes_down: self.bytes_down,
+        };
+        self.last_eval_version = Some(self.version);
+        let mut diagnostics = self.mask_policy.diagnostics();
+        diagnostics.extend(self.aggregator.diagnostics());
+        diagnostics.extend(self.sched_diagnostics.iter().map(|(k, v)| (k.clone(), *v)));
+        observer.on_eval(&record, &diagnostics)?;
+        self.records.push(record);
+        if self.run.stop_at_accuracy.is_some_and(|a| accuracy >= a) {
+            self.stopped = true;
+        }
+        Ok(())
+    }
+
+    pub(super) fn summary(&self) -> Summary {
+        Summary::from_records(
+            &self.records,
+            seconds(self.now),
+            self.version,
+            self.updates_aggregated,
+            &self.staleness_histogram,
+            self.run.target_accuracy,
+            self.clients.iter().map(|c| c.stats.clone()).collect(),
+        )
+    }
+}
