@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use crate::from_config::{FromConfig, InvalidKey, NoParams};
+use crate::error::InvalidKey;
+use crate::from_config::{FromConfig, NoParams};
 use crate::mask_policy::FullModel;
 use crate::registry::{Builder, Component, Params};
 use crate::staleness::Constant;

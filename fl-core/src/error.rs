@@ -72,3 +72,21 @@ impl Error {
         Error::Io { path: path.as_ref().display().to_string(), source }
     }
 }
+
+/// A configuration key whose value is out of range: the key within the component's section
+/// and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{key}: {message}")]
+pub struct InvalidKey {
+    /// The key's path within the section, e.g. `lr` or `split.cut`.
+    pub key: String,
+    /// What is wrong with the value, e.g. "expected a positive number, got 0".
+    pub message: String,
+}
+
+impl InvalidKey {
+    /// The error for `key`, saying `message`.
+    pub fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
+        InvalidKey { key: key.into(), message: message.into() }
+    }
+}

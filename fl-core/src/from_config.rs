@@ -36,25 +36,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::data::DataSpec;
+use crate::error::InvalidKey;
 use crate::model::Model;
-
-/// A configuration key whose value is out of range: the key within the component's section
-/// and what is wrong with it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{key}: {message}")]
-pub struct InvalidKey {
-    /// The key's path within the section, e.g. `lr` or `split.cut`.
-    pub key: String,
-    /// What is wrong with the value, e.g. "expected a positive number, got 0".
-    pub message: String,
-}
-
-impl InvalidKey {
-    /// The error for `key`, saying `message`.
-    pub fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
-        InvalidKey { key: key.into(), message: message.into() }
-    }
-}
 
 /// A component built from its section of the experiment file.
 pub trait FromConfig: Sized {
@@ -83,44 +66,3 @@ pub trait ModelFromConfig: Model + Sized + 'static {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NoParams {}
-
-/// Registers a component: `register!(Kind "name" => Type, summary: "…", paper: "…");` where
-/// `Type` is a [`ModelFromConfig`] for `Model`, else a [`FromConfig`] of a kind whose
-/// constructor reads only its section (partitioner, trainer, mask policy, scheduler,
-/// aggregator, staleness function).
-#[macro_export]
-macro_rules! register {
-    (Model $name:literal => $ty:ty, summary: $summary:expr, paper: $paper:expr $(,)?) => {
-        $crate::inventory::submit! {
-            $crate::registry::Component {
-                name: $name,
-                summary: $summary,
-                paper: $paper,
-                defaults: $crate::registry::defaults_of::<<$ty as $crate::from_config::ModelFromConfig>::Config>,
-                build: $crate::registry::Builder::Model(|p, spec| {
-                    let config = p.parse_valid(<$ty as $crate::from_config::ModelFromConfig>::validate)?;
-                    Ok(::std::sync::Arc::new(<$ty as $crate::from_config::ModelFromConfig>::from_config(config, spec)?))
-                }),
-                origin: module_path!(),
-            }
-        }
-    };
-    ($kind:ident $name:literal => $ty:ty, summary: $summary:expr, paper: $paper:expr $(,)?) => {
-        $crate::inventory::submit! {
-            $crate::registry::Component {
-                name: $name,
-                summary: $summary,
-                paper: $paper,
-                defaults: $crate::registry::defaults_of::<<$ty as $crate::from_config::FromConfig>::Config>,
-                build: $crate::registry::Builder::$kind(|p| Ok($crate::register!(@wrap $kind p.build::<$ty>()?))),
-                origin: module_path!(),
-            }
-        }
-    };
-    (@wrap Trainer $built:expr) => {
-        ::std::sync::Arc::new($built)
-    };
-    (@wrap $kind:ident $built:expr) => {
-        ::std::boxed::Box::new($built)
-    };
-}

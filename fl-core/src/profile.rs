@@ -11,8 +11,8 @@ use rand::seq::SliceRandom;
 use rand_distr::{Distribution as _, LogNormal};
 use serde::{Deserialize, Serialize};
 
+use crate::error::InvalidKey;
 use crate::error::{Error, Result};
-use crate::from_config::InvalidKey;
 use crate::rng::Rng;
 
 /// Resources of one client.

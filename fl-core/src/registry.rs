@@ -16,8 +16,8 @@ use tch::Device;
 use crate::aggregator::Aggregator;
 pub use crate::component_kind::ComponentKind;
 use crate::data::{DataSpec, FederatedData, Partitioner};
-use crate::error::{Error, Result};
-use crate::from_config::{FromConfig, InvalidKey};
+use crate::error::{Error, InvalidKey, Result};
+use crate::from_config::FromConfig;
 use crate::mask_policy::MaskPolicy;
 use crate::model::Model;
 use crate::scheduler::Scheduler;
@@ -261,4 +261,45 @@ pub fn nearest<'a>(name: &str, names: impl Iterator<Item = &'a str>) -> Vec<Stri
     let mut scored: Vec<(usize, &str)> = names.map(|n| (strsim::levenshtein(name, n), n)).collect();
     scored.sort();
     scored.into_iter().map(|(_, n)| n.to_string()).collect()
+}
+
+/// Registers a component: `register!(Kind "name" => Type, summary: "…", paper: "…");` where
+/// `Type` is a [`ModelFromConfig`] for `Model`, else a [`FromConfig`] of a kind whose
+/// constructor reads only its section (partitioner, trainer, mask policy, scheduler,
+/// aggregator, staleness function).
+#[macro_export]
+macro_rules! register {
+    (Model $name:literal => $ty:ty, summary: $summary:expr, paper: $paper:expr $(,)?) => {
+        $crate::inventory::submit! {
+            $crate::registry::Component {
+                name: $name,
+                summary: $summary,
+                paper: $paper,
+                defaults: $crate::registry::defaults_of::<<$ty as $crate::from_config::ModelFromConfig>::Config>,
+                build: $crate::registry::Builder::Model(|p, spec| {
+                    let config = p.parse_valid(<$ty as $crate::from_config::ModelFromConfig>::validate)?;
+                    Ok(::std::sync::Arc::new(<$ty as $crate::from_config::ModelFromConfig>::from_config(config, spec)?))
+                }),
+                origin: module_path!(),
+            }
+        }
+    };
+    ($kind:ident $name:literal => $ty:ty, summary: $summary:expr, paper: $paper:expr $(,)?) => {
+        $crate::inventory::submit! {
+            $crate::registry::Component {
+                name: $name,
+                summary: $summary,
+                paper: $paper,
+                defaults: $crate::registry::defaults_of::<<$ty as $crate::from_config::FromConfig>::Config>,
+                build: $crate::registry::Builder::$kind(|p| Ok($crate::register!(@wrap $kind p.build::<$ty>()?))),
+                origin: module_path!(),
+            }
+        }
+    };
+    (@wrap Trainer $built:expr) => {
+        ::std::sync::Arc::new($built)
+    };
+    (@wrap $kind:ident $built:expr) => {
+        ::std::boxed::Box::new($built)
+    };
 }

@@ -9,7 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::from_config::InvalidKey;
+use crate::error::InvalidKey;
 use crate::structure::Structure;
 
 /// Where the model is cut and how fast the server trains its part.

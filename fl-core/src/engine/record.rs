@@ -4,8 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::InvalidKey;
 use crate::error::Result;
-use crate::from_config::InvalidKey;
 
 use super::cohort::Batching;
 

@@ -23,8 +23,8 @@ use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Reduction, Tensor};
 
 use crate::data::Dataset;
+use crate::error::InvalidKey;
 use crate::error::{Error, Result};
-use crate::from_config::InvalidKey;
 use crate::model::{Mode, Model, Training};
 use crate::params::ParamSet;
 use crate::rng::CohortNoise;
