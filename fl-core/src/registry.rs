@@ -264,7 +264,7 @@ pub fn nearest<'a>(name: &str, names: impl Iterator<Item = &'a str>) -> Vec<Stri
 }
 
 /// Registers a component: `register!(Kind "name" => Type, summary: "…", paper: "…");` where
-/// `Type` is a [`ModelFromConfig`] for `Model`, else a [`FromConfig`] of a kind whose
+/// `Type` is a [`ModelFromConfig`](crate::ModelFromConfig) for `Model`, else a [`FromConfig`] of a kind whose
 /// constructor reads only its section (partitioner, trainer, mask policy, scheduler,
 /// aggregator, staleness function).
 #[macro_export]
