@@ -83,7 +83,7 @@ fn zero_weights_are_an_error() {
 
 #[test]
 fn inverse_linear_is_one_over_one_plus_a_s() {
-    // a = 0.01 (the default): s(0) = 1, s(5) = 1/1.05 = 0.952381 (spec A1: nearly inert);
+    // a = 0.01 (the default): s(0) = 1, s(5) = 1/1.05 = 0.952381 (nearly inert);
     // a = 0.5: s(4) = 1/3.
     let global = params([1.0, 2.0]);
     let u = update([1.0, 2.0], [0.0, 0.0], 1, 1);

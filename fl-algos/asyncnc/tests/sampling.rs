@@ -1,6 +1,6 @@
 //! Client sampling: the variance of a sample mean with and without replacement against the
-//! paper's formulas (spec §2.7's table, and measured over many draws), and the invariants of
-//! the draws.
+//! paper's formulas (§2.2; tabulated to four decimals, and measured over many draws), and the
+//! invariants of the draws.
 
 use fl_algo_asyncnc::Sampling;
 use fl_algo_asyncnc::sampling::{draw, merge_duplicates, variance_factor};

@@ -193,4 +193,4 @@ fl_core::register!(Staleness "inv-sqrt" => InverseSqrt,
     summary: "1 / sqrt(1 + s)", paper: "Nguyen et al., AISTATS 2022");
 fl_core::register!(Staleness "inverse-time" => InverseTime,
     summary: "1 / (Δt / scale + 1) on the virtual seconds since dispatch",
-    paper: "Fed-RAA reference code (spec fedraa.md §12)");
+    paper: "Fed-RAA reference code, github.com/tdwxz/fedraa (not cited by the paper)");

@@ -1,5 +1,5 @@
-//! Fragment assignment rules (spec §5, §7): Gre-RAA, its ablations, and the offline optimum
-//! K* of Theorem 2 that sets Gre-RAA's delay bound by default.
+//! Fragment assignment rules (Fed-RAA §5, §6.2): Gre-RAA, its ablations, and the offline
+//! optimum K* of Theorem 2 that sets Gre-RAA's delay bound by default.
 
 use fl_core::rng::Rng;
 use rand::Rng as _;
@@ -28,9 +28,9 @@ fn least(counts: &[u64], allowed: impl Fn(usize) -> bool, rng: &mut Rng) -> Opti
     Some(ties[rng.random_range(0..ties.len())])
 }
 
-/// Gre-RAA (spec §5.4) for one client: `costs[j]` its delay on fragment j, `counts[j]` the
-/// fragment's updates. Returns the fragment and whether no fragment met `k`, in which case the
-/// cheapest is taken (the paper assumes K large enough; spec A11).
+/// Gre-RAA (Fed-RAA §5.1, Algorithm 2) for one client: `costs[j]` its delay on fragment j,
+/// `counts[j]` the fragment's updates. Returns the fragment and whether no fragment met `k`, in
+/// which case the cheapest is taken (the paper assumes K large enough).
 pub fn gre_raa(costs: &[f64], k: f64, counts: &[u64], rng: &mut Rng) -> (usize, bool) {
     match least(counts, |j| costs[j] <= k, rng) {
         Some(j) => (j, false),
@@ -52,8 +52,8 @@ pub fn random(m: usize, rng: &mut Rng) -> usize {
     rng.random_range(0..m)
 }
 
-/// The delay bound of Theorem 2's offline assignment (spec §5.5), `costs[i][j]` being client
-/// i's delay on fragment j. Clients are ranked fastest first, fragments largest first;
+/// The delay bound of Theorem 2's offline assignment (Fed-RAA, Appendix B), `costs[i][j]` being
+/// client i's delay on fragment j. Clients are ranked fastest first, fragments largest first;
 /// fragment j goes to the j-th group of ⌊N/M⌋ clients, the last group taking the rest. With
 /// fewer clients than fragments, client i cycles through fragments i, i + N, … K* is the
 /// largest delay of an assigned pair.
@@ -86,7 +86,7 @@ pub fn offline_k(costs: &[Vec<f64>]) -> f64 {
 mod tests {
     use super::*;
 
-    /// The spec's worked example (§5.5): c = ratio / capability.
+    /// A worked example, not in the paper: c = ratio / capability (the code's cost).
     fn costs(caps: &[f64], ratios: &[f64]) -> Vec<Vec<f64>> {
         caps.iter().map(|c| ratios.iter().map(|r| r / c).collect()).collect()
     }
@@ -103,7 +103,7 @@ mod tests {
 
     #[test]
     fn offline_k_of_the_beta_profiles() {
-        // Spec §5.5, capabilities {1, 3} with share β of capability 1: rows β = 0.5 and 0.9.
+        // The paper's β profiles (§6.3): capabilities {1, 3}, share β at 1; β = 0.5 and 0.9.
         let profile = |weak: usize| -> Vec<f64> { (0..10).map(|i| if i < weak { 1.0 } else { 3.0 }).collect() };
         for (weak, wants) in [(5, [0.4, 0.3, 0.2, 0.2]), (9, [0.6, 0.5, 0.4, 0.35])] {
             for (parts, want) in (2..=5).zip(wants) {

@@ -2,13 +2,13 @@
 //! fragment (`MaskCtx::choice`); the policy builds the M disjoint fragments once, from the
 //! model's structure, and hands out fragment j's mask.
 //!
-//! `mode = "neuron"` (the paper's "subset of neurons", spec A7) splits one unit group, the
-//! hidden neurons of the MLP: fragment j is the rows G_j of `fc1.weight` and `fc1.bias` and
-//! the columns G_j of `fc2.weight`, a physically smaller network that is sliced out, trained
-//! and scattered back. `mode = "repo-elementwise"` splits the elements of the listed tensors
-//! (the output layer's weights by default) through the argsort of their initial values, as the
-//! Fed-RAA code does. Every tensor the split does not touch is *shared*: sent with every
-//! fragment, trained, and mixed on every merge.
+//! `mode = "neuron"` (the paper's "subset of neurons", Appendix C.1; which ones it does not
+//! say) splits one unit group, the hidden neurons of the MLP: fragment j is the rows G_j of
+//! `fc1.weight` and `fc1.bias` and the columns G_j of `fc2.weight`, a physically smaller
+//! network that is sliced out, trained and scattered back. `mode = "repo-elementwise"` splits
+//! the elements of the listed tensors (the output layer's weights by default) through the
+//! argsort of their initial values, as the Fed-RAA code does. Every tensor the split does not
+//! touch is *shared*: sent with every fragment, trained, and mixed on every merge.
 
 use fl_core::tch::{Kind, Tensor};
 use fl_core::{Error, FromConfig, InvalidKey, Mask, MaskCtx, MaskPolicy, ParamSet, Result, Structure};

@@ -1,7 +1,8 @@
-//! `fragment-polynomial`: staleness counted per fragment (spec §13.1: "per-fragment version
-//! lag"). An arrival's staleness is the number of merges *of its own fragment* since its
-//! dispatch, not of the whole model, weighted by the baselines' polynomial (1 + s)^−a. A
-//! fragment nobody else touched meanwhile is fresh however many other fragments moved.
+//! `fragment-polynomial`: staleness counted per fragment (Fed-RAA's Algorithm 1 stamps a task
+//! with its fragment's version, τ ← q(j)). An arrival's staleness is the number of merges *of
+//! its own fragment* since its dispatch, not of the whole model, weighted by the baselines'
+//! polynomial (1 + s)^−a. A fragment nobody else touched meanwhile is fresh however many other
+//! fragments moved.
 
 use fl_algo_baselines::Polynomial;
 use fl_core::{FromConfig, InvalidKey, StalenessCtx, StalenessFn};
@@ -57,4 +58,4 @@ impl StalenessFn for FragmentPolynomial {
 
 fl_core::register!(Staleness "fragment-polynomial" => FragmentPolynomial,
     summary: "(1 + s)^−a, s the merges of the arrival's own fragment since its dispatch",
-    paper: "Zhang et al., Fed-RAA (spec §13.1)");
+    paper: "Zhang et al., Fed-RAA, Algorithm 1 (τ ← q(j))");

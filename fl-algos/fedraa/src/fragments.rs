@@ -1,5 +1,5 @@
 //! The fragments θ¹..θᴹ: disjoint shares of a model's units (or elements) in the ratios of the
-//! paper's Table 4, cut at the cumulative boundaries ⌈H·R_k⌉ (spec §8).
+//! paper's Table 4, cut at the cumulative boundaries ⌈H·R_k⌉ (the paper gives only ratios).
 
 use std::ops::Range;
 
@@ -62,7 +62,7 @@ mod tests {
 
     #[test]
     fn neuron_counts_match_the_spec_table() {
-        // Spec §8, "Neuron-wise split sizes".
+        // Table 4's ratios for H = 200, 2048 and 4096 hidden neurons (Appendix C.1).
         assert_eq!(sizes(200, 2), [80, 120]);
         assert_eq!(sizes(200, 3), [40, 60, 100]);
         assert_eq!(sizes(200, 4), [20, 40, 60, 80]);

@@ -49,7 +49,7 @@ fn neuron_fragments_partition_the_hidden_layer_and_share_the_rest() {
             assert!(all_equal(c, 1.0), "M = {parts}, tensor {t}");
         }
         assert!(all_equal(&cover[3], parts as f64), "M = {parts}: fc2.bias");
-        // Spec §8: MNIST H = 200, M = 4 → 15,900 / 31,800 / 47,700 / 63,600 parameters plus b2.
+        // MNIST H = 200, M = 4 → 15,900 / 31,800 / 47,700 / 63,600 parameters plus b2.
         if parts == 4 {
             let sizes: Vec<i64> = f.fragments().unwrap().iter().map(|m| m.kept_params(&shapes) - 10).collect();
             assert_eq!(sizes, [15_900, 31_800, 47_700, 63_600]);

@@ -1,7 +1,7 @@
-//! Mask levels (spec §4.3, §5.4): how much of the maskable tensors a client trains in a round,
-//! and which clients are at L under MIX (a per-round draw: a uniform subset, or the code's coin
-//! flips) or by capability (their device against the fastest). Shared by the region policy
-//! (RA-Fed, RAM-Fed, OAP) and the top-magnitude policy (PruneFL).
+//! Mask levels (Wang et al., §6.2): how much of the maskable tensors a client trains in a
+//! round, and which clients are at L under MIX (a per-round draw: a uniform subset, or the
+//! code's coin flips) or by capability (their device against the fastest). Shared by the region
+//! policy (RA-Fed, RAM-Fed, OAP) and the top-magnitude policy (PruneFL).
 
 use std::collections::BTreeSet;
 
@@ -44,7 +44,7 @@ pub enum FirstRound {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum MixDraw {
-    /// A uniformly random subset (spec §4.3 [R]).
+    /// A uniformly random subset (the paper: "we randomly select 50% submodels", §6.2).
     #[default]
     Subset,
     /// The code's procedure: clients in order flip a fair coin for L or S until one level's

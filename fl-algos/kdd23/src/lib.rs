@@ -8,12 +8,13 @@
 //! SplitFL and IST are the region policy with a shared or an own region per client, PruneFL
 //! trains the largest weights (`top-magnitude`).
 //!
-//! Deliberate choices (spec §8), each switchable: regions are a static seeded random
-//! partition (`partition = "code-argsort"` reproduces the code); local training masks
-//! gradients (`trainer.masking = "zero-init-only"` reproduces the code); RAM-Fed weighs the
-//! correction by 1/Γ as in the paper (`correction = "n"` gives the code's rule) and keeps one
-//! memory per client (`memory = "code-shared"` reproduces the code's aliasing bug, spec §3.4 b).
-//! The code's off-by-one complement (§3.4 c) is not reproduced: it crashes the code at S-Arb.
+//! Deliberate choices where the paper is silent or the authors' released code departs from it,
+//! each switchable: regions are a static seeded random partition (`partition = "code-argsort"`
+//! reproduces the code); local training masks gradients (`trainer.masking = "zero-init-only"`
+//! reproduces the code); RAM-Fed weighs the correction by 1/Γ as in the paper (`correction =
+//! "n"` gives the code's rule) and keeps one memory per client (`memory = "code-shared"`
+//! reproduces the code's aliasing bug). The off-by-one complement of the code's MNIST
+//! `RAM-Fed.py` is not reproduced: it crashes the code at S-Arb.
 
 mod levels;
 mod maskable;

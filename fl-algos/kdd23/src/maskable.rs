@@ -1,5 +1,6 @@
-//! The maskable tensors of a model (spec §4.2): named in the policy's config, looked up in the
-//! model's structure; every other tensor is trained by all clients.
+//! The maskable tensors of a model (the paper does not name them; we follow the authors' code):
+//! named in the policy's config, looked up in the model's structure; every other tensor is
+//! trained by all clients.
 
 use fl_core::{Error, Result, Structure};
 

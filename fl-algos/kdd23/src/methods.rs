@@ -1,8 +1,8 @@
 //! The paper's methods and baselines as presets: uniform weighting, momentum-0.5 SGD with batch
-//! 128 and 5 local epochs (spec §5.3), full participation, masks at level L where a level
-//! applies (override `[mask] level`). The learning rate is the MNIST-MLP one (0.01); set
-//! `[trainer] lr` per task. FedAvg of the paper is `ra-fed` with `[mask] level = "full"` (an
-//! unweighted mean, spec §7 item 1).
+//! 128 and 5 local epochs (§6.2; epochs as the authors' code runs them), full participation,
+//! masks at level L where a level applies (override `[mask] level`). The learning rate is the
+//! MNIST-MLP one (0.01); set `[trainer] lr` per task. FedAvg of the paper is `ra-fed` with
+//! `[mask] level = "full"` (an unweighted mean, as in the authors' code).
 //!
 //! Each preset is the experiment-file fragment `presets/<method>.toml` of this crate.
 

@@ -7,7 +7,7 @@
 //! `θ ← θ + S_U / N + Cr / N` (the code's MIFA-style rule, `correction = "n"`), then
 //! `U_n ← m_n ⊙ d_n + (1 − m_n) ⊙ U_n`. Memories start at 0, so a first full round is FedAvg.
 //!
-//! `memory = "code-shared"` reproduces the released code's aliasing bug (spec §3.4 b): every
+//! `memory = "code-shared"` reproduces the aliasing bug of the released `RAM-Fed.py`: every
 //! client's slot is the same list, so there is one memory `M`, refreshed client after client in
 //! id order (`M ← m_n ⊙ d_n + (1 − m_n) ⊙ M`), and client n contributes `θ + M` as it stands
 //! after its own refresh; `θ ← θ + mean_n M_after_n`. A coordinate nobody trains then moves by
@@ -35,8 +35,8 @@ pub enum Memory {
     /// One memory per client (the paper, eq. 4).
     #[default]
     PerClient,
-    /// One memory every client shares, as the released code's aliased list makes it (spec
-    /// §3.4 b). It is the code's rule, a mean over the clients, so it goes with
+    /// One memory every client shares, as the aliased list of the released `RAM-Fed.py` makes
+    /// it. It is the code's rule, a mean over the clients, so it goes with
     /// `correction = "n"`.
     CodeShared,
 }

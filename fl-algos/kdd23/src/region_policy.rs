@@ -1,11 +1,11 @@
-//! `region-partition`: the KDD'23 mask policy (spec §4). Each maskable tensor is split into K
-//! regions; every round each client trains some regions: L = 2 of 4 (50%), S = 1 of 4 (25%),
-//! MIX = a random half of the clients at L and the rest at S (a uniform subset, or with
-//! `mix_draw = "code-coinflip"` the code's coin flips), or, `by-capability`, the clients with
-//! at least `l_min_of_fastest` of the fastest one's throughput at L. Round 0 trains the
-//! full model, and every 10th round forces a non-full cover (L: regions {3,4}, S: {4}). Fixed
-//! tables of per-client assignments (the paper's Figs. 3–4, code `typep` ids) can replace the
-//! draws.
+//! `region-partition`: the KDD'23 mask policy (§6.2, scheduled as in the authors' code). Each
+//! maskable tensor is split into K regions; every round each client trains some regions: L = 2
+//! of 4 (50%), S = 1 of 4 (25%), MIX = a random half of the clients at L and the rest at S (a
+//! uniform subset, or with `mix_draw = "code-coinflip"` the code's coin flips), or,
+//! `by-capability`, the clients with at least `l_min_of_fastest` of the fastest one's
+//! throughput at L. Round 0 trains the full model, and every 10th round forces a non-full cover
+//! (L: regions {3,4}, S: {4}). Fixed tables of per-client assignments (the paper's Figs. 3–4,
+//! code `typep` ids) can replace the draws.
 //!
 //! Two baselines are the same policy with another `choice`: SplitFL draws one pair per round
 //! for every client (`shared`), IST splits into K = N regions and gives client n region n
@@ -38,7 +38,8 @@ pub enum Choice {
 pub struct RegionPolicyConfig {
     /// K.
     pub regions: i64,
-    /// The maskable tensors (spec §4.2); every other tensor is trained by all clients.
+    /// The maskable tensors (default as in the authors' code); every other tensor is trained by
+    /// all clients.
     pub tensors: Vec<String>,
     pub partition: PartitionKind,
     pub granularity: Granularity,
@@ -251,8 +252,9 @@ impl MaskPolicy for RegionPolicy {
     }
 }
 
-/// The paper's coverage diagnostics (spec §3.6): Γ_q per region, |S_q|, the running Γ* and
-/// S*, and τ_q (the longest run of rounds a client has gone without training a region).
+/// The paper's coverage diagnostics (§3, eq. 3; Assumption 6; Figs. 3–4): Γ_q per region,
+/// |S_q|, the running Γ* and S*, and τ_q (the longest run of rounds a client has gone without
+/// training a region).
 #[derive(Debug, Default)]
 struct Coverage {
     round: Option<u64>,

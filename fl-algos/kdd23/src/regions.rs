@@ -1,5 +1,5 @@
-//! Region partitions of the maskable tensors (spec §4.2): each element (or output row) of a
-//! maskable tensor belongs to one of K equal-size regions.
+//! Region partitions of the maskable tensors (the paper's neuron regions, §6.2): each element
+//! (or output row) of a maskable tensor belongs to one of K equal-size regions.
 
 use fl_core::rng::Rng;
 use fl_core::tch::{Device, Kind, Tensor};

@@ -1,9 +1,9 @@
-//! `top-magnitude`: PruneFL as the KDD'23 paper runs it (spec §7 item 4, A-18). Each round a
-//! client trains the most important ρ of every maskable tensor, ρ = `l_fraction` at L and
-//! `s_fraction` at S (MIX: a random `mix_l_share` of the clients at L; by capability: the
-//! clients with at least `l_min_of_fastest` of the fastest one's throughput). Importance is |θ_q|
-//! ("high-weight parameter selection"), or with `importance = "grad-sq"` the square of the
-//! last aggregated update θ_q − θ_{q−1}, the server-side stand-in for PruneFL's squared
+//! `top-magnitude`: PruneFL as the KDD'23 paper runs it (Tables 2–3; it does not say how). Each
+//! round a client trains the most important ρ of every maskable tensor, ρ = `l_fraction` at L
+//! and `s_fraction` at S (MIX: a random `mix_l_share` of the clients at L; by capability: the
+//! clients with at least `l_min_of_fastest` of the fastest one's throughput). Importance is
+//! |θ_q| ("high-weight parameter selection"), or with `importance = "grad-sq"` the square of
+//! the last aggregated update θ_q − θ_{q−1}, the server-side stand-in for PruneFL's squared
 //! aggregated gradient (magnitude until a first update exists). Every client at a level gets
 //! the same mask and the masks are nested, so the top quarter is trained by everyone. Round 0
 //! is full.
@@ -29,7 +29,7 @@ pub enum Importance {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TopMagnitudeConfig {
-    /// The maskable tensors (spec §4.2).
+    /// The maskable tensors (default as in the authors' code).
     pub tensors: Vec<String>,
     pub level: Level,
     pub l_fraction: f64,

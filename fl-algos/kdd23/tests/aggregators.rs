@@ -1,10 +1,10 @@
-//! The worked example of spec §3.7 (checked with numpy there) for RA-Fed, OAP and RAM-Fed.
+//! A worked example (results checked with numpy) for RA-Fed, OAP and RAM-Fed.
 //!
 //! N = 3, four coordinates (coordinate i = region i), θ = [1, 2, 3, 4];
 //! m₁ = [1,1,0,0], m₂ = [0,1,1,0], m₃ = [0,1,0,0] (Γ = [1,3,1,0]);
 //! d₁ = [−.3,−.6,0,0], d₂ = [0,.3,.9,0], d₃ = [0,−.3,0,0];
 //! RAM-Fed memory before the round U₁ = [.1,.1,.1,.1], U₂ = [.2,.2,.2,.2], U₃ = [0,0,0,.3].
-//! The code's shared memory (spec §3.4 b) has one M before the round, M = [.1,.1,.1,.1].
+//! The released code's aliased memory: one M before the round, M = [.1,.1,.1,.1].
 
 use fl_algo_baselines::{CoverageMean, CoverageMeanConfig, Uncovered, Weighting};
 use fl_algo_kdd23::{Correction, Memory, RamFed, RamFedConfig};

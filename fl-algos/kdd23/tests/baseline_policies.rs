@@ -1,7 +1,7 @@
-//! The masks of the paper's baselines (spec §7): SplitFL trains one shared region pair, IST
-//! gives each client its own disjoint tenth, PruneFL trains the largest weights (nested masks,
-//! identical within a level) or the largest last updates; `by-capability` levels follow the
-//! clients' devices.
+//! The masks of the paper's baselines (§6.1.3; how they are masked it does not say): SplitFL
+//! trains one shared region pair, IST gives each client its own disjoint tenth, PruneFL trains
+//! the largest weights (nested masks, identical within a level) or the largest last updates;
+//! `by-capability` levels follow the clients' devices.
 
 mod common;
 
