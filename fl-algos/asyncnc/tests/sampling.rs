@@ -8,7 +8,7 @@ use fl_core::rng;
 use proptest::prelude::*;
 
 #[test]
-fn variance_factors_match_the_spec_table() {
+fn variance_factors_match_hand_computed_values() {
     // C = 10; columns J, 1/J, (C − J)/(J(C − 1)), printed to four decimals.
     let table = [
         (3, 0.3333, 0.2593),

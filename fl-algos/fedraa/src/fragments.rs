@@ -61,7 +61,7 @@ mod tests {
     }
 
     #[test]
-    fn neuron_counts_match_the_spec_table() {
+    fn neuron_counts_follow_table_4_ratios() {
         // Table 4's ratios for H = 200, 2048 and 4096 hidden neurons (Appendix C.1).
         assert_eq!(sizes(200, 2), [80, 120]);
         assert_eq!(sizes(200, 3), [40, 60, 100]);
