@@ -68,7 +68,7 @@ fn run(experiment: &Experiment, mode: Mode) -> (ParamSet, f64) {
     e.run.batching = if mode == Mode::Cohorts { Batching::On } else { Batching::Off };
     let mut setup: Setup = e.setup(&RunOptions { device: Device::Cpu, workers: 2, data_dir: dir }).unwrap();
     if mode == Mode::Reference {
-        let cfg: SgdConfig = e.choice(ComponentKind::Trainer).params.parse().unwrap();
+        let cfg: SgdConfig = e.component(ComponentKind::Trainer).params.parse().unwrap();
         setup.trainer = Arc::new(ReferenceSgd::new(cfg));
     }
     let mut sim = Simulation::new(setup).unwrap();

@@ -12,7 +12,7 @@ use crate::update::ClientUpdate;
 
 /// An update's staleness, as measured by the engine and weighed by the staleness function.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Staleness {
+pub struct UpdateStaleness {
     /// Global versions (aggregations) since the model the update started from: the version
     /// being aggregated into minus [`ClientUpdate::base_version`].
     pub versions: u64,
@@ -32,7 +32,7 @@ pub struct AggregateCtx<'a> {
     /// The virtual time of the aggregation, in ticks (microseconds, see [`crate::clock`]).
     pub now: Tick,
     /// The staleness of each update, one entry per update in the same order.
-    pub staleness: &'a [Staleness],
+    pub staleness: &'a [UpdateStaleness],
 }
 
 /// Merges client updates into the next global model.

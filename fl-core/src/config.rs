@@ -60,7 +60,7 @@ fn fallback(kind: ComponentKind) -> Option<&'static str> {
 
 /// A resolved component choice.
 #[derive(Debug, Clone)]
-pub struct Choice {
+pub struct ComponentChoice {
     /// The registered component's name.
     pub name: String,
     /// Its parameters: the method's preset overridden by the file, without `name`.
@@ -81,7 +81,7 @@ pub struct Experiment {
     /// Number of clients in the federation.
     pub clients: usize,
     /// One component per kind, every kind present.
-    pub components: BTreeMap<ComponentKind, Choice>,
+    pub components: BTreeMap<ComponentKind, ComponentChoice>,
     /// The `[devices]` section.
     pub devices: DevicesConfig,
     /// The `[eval]` section.
@@ -165,7 +165,7 @@ impl Experiment {
             params.remove("name");
             let params = Params::new(file, section, params);
             validate_component(&component.build, &params)?;
-            components.insert(kind, Choice { name, params });
+            components.insert(kind, ComponentChoice { name, params });
         }
         let typed = |section: &str| {
             Params::new(file, section, table_at(&doc, section, file).ok().flatten().unwrap_or_default())
@@ -194,7 +194,7 @@ impl Experiment {
     }
 
     /// The component chosen for `kind`.
-    pub fn choice(&self, kind: ComponentKind) -> &Choice {
+    pub fn component(&self, kind: ComponentKind) -> &ComponentChoice {
         &self.components[&kind]
     }
 
@@ -240,7 +240,7 @@ impl Experiment {
 
     /// A section's component and parameters as one string: equal strings build equal components.
     fn section_key(&self, kind: ComponentKind) -> String {
-        let c = self.choice(kind);
+        let c = self.component(kind);
         format!("[{}] {} {}", kind.section(), c.name, c.params.table)
     }
 
@@ -253,7 +253,7 @@ impl Experiment {
     fn setup_with(&self, opts: &RunOptions, pack: Option<&RunPack>) -> Result<Setup> {
         let registry = Registry::get()?;
         let get = |kind: ComponentKind| {
-            let c = self.choice(kind);
+            let c = self.component(kind);
             registry.component(kind, &c.name, &self.file, kind.section()).map(|comp| (comp.build, &c.params))
         };
         // Calls the constructor registered for a kind (the registry keys builders by kind).
@@ -281,7 +281,7 @@ impl Experiment {
                         key: "clients".into(),
                         message: format!(
                             "dataset `{}` is split among {} clients",
-                            self.choice(ComponentKind::Dataset).name,
+                            self.component(ComponentKind::Dataset).name,
                             p.len()
                         ),
                     });

@@ -32,7 +32,7 @@ pub mod testing;
 pub mod trainer;
 pub mod update;
 
-pub use aggregator::{AggregateCtx, Aggregator, Staleness};
+pub use aggregator::{AggregateCtx, Aggregator, UpdateStaleness};
 pub use component_kind::ComponentKind;
 pub use config::{Experiment, RunOptions};
 pub use data::{DataSpec, Dataset, FederatedData, Partitioner};

@@ -29,7 +29,7 @@ pub struct StalenessCtx<'a> {
 /// # Contract
 /// At each aggregation the engine calls [`StalenessFn::weight`] once per pending update, in
 /// arrival order, on the run's own thread, before the [`crate::Aggregator`] runs; the weights
-/// reach the aggregator as [`crate::Staleness::weight`]. The engine does not check the value:
+/// reach the aggregator as [`crate::UpdateStaleness::weight`]. The engine does not check the value:
 /// return a finite, non-negative number (1 conventionally means "no discount"). The function
 /// may learn from what it sees (`&mut self`), but must not modify the update or the global
 /// model, and must be deterministic (no OS randomness, no host clock).

@@ -1,7 +1,7 @@
 //! `clipped-mean` against hand-computed numbers.
 
 use fl_core::tch::Tensor;
-use fl_core::{AggregateCtx, Aggregator, ClientUpdate, FromConfig, Mask, ParamSet, Staleness};
+use fl_core::{AggregateCtx, Aggregator, ClientUpdate, FromConfig, Mask, ParamSet, UpdateStaleness};
 use fl_plugin_template::{ClippedMean, ClippedMeanConfig};
 
 fn set(v: &[f32]) -> ParamSet {
@@ -30,7 +30,7 @@ fn aggregate(weights: [f64; 2]) -> Vec<f32> {
     let mut agg = ClippedMean::from_config(ClippedMeanConfig { max_norm: 1.0 }).unwrap();
     // Δ₁ = (3, 4) has norm 5 and is clipped to (0.6, 0.8); Δ₂ = (0.3, 0.4) (norm 0.5) is kept.
     let updates = [update(&[3.0, 4.0], 1), update(&[0.3, 0.4], 3)];
-    let staleness = weights.map(|weight| Staleness { versions: 0, seconds: 0.0, weight });
+    let staleness = weights.map(|weight| UpdateStaleness { versions: 0, seconds: 0.0, weight });
     let ctx = AggregateCtx { version: 0, num_clients: 2, now: 0, staleness: &staleness };
     let next = agg.aggregate(&set(&[1.0, 1.0]), &updates, &ctx).unwrap();
     Vec::<f32>::try_from(&next.tensors()[0]).unwrap()

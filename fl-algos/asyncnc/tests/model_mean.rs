@@ -6,7 +6,7 @@ use fl_algo_asyncnc::{MeanMode, ModelMean, ModelMeanConfig};
 use fl_algo_baselines::InverseLinear;
 use fl_core::mask::Mask;
 use fl_core::tch::Tensor;
-use fl_core::{AggregateCtx, Aggregator, ClientUpdate, ParamSet, Staleness, StalenessCtx, StalenessFn};
+use fl_core::{AggregateCtx, Aggregator, ClientUpdate, ParamSet, StalenessCtx, StalenessFn, UpdateStaleness};
 
 fn params(v: [f32; 2]) -> ParamSet {
     ParamSet::new(vec!["p".into()], vec![Tensor::from_slice(&v)]).unwrap()
@@ -31,8 +31,8 @@ fn update(base: [f32; 2], delta: [f32; 2], samples: usize, multiplicity: u32) ->
 }
 
 fn aggregate(mode: MeanMode, updates: &[ClientUpdate], weights: &[f64]) -> Vec<f32> {
-    let staleness: Vec<Staleness> =
-        weights.iter().map(|&weight| Staleness { versions: 0, seconds: 0.0, weight }).collect();
+    let staleness: Vec<UpdateStaleness> =
+        weights.iter().map(|&weight| UpdateStaleness { versions: 0, seconds: 0.0, weight }).collect();
     let ctx = AggregateCtx { version: 5, num_clients: 10, now: 0, staleness: &staleness };
     let out = ModelMean::new(ModelMeanConfig { mode }).aggregate(&params([1.0, 2.0]), updates, &ctx).unwrap();
     Vec::try_from(&out.tensors()[0]).unwrap()
@@ -75,7 +75,7 @@ fn the_damped_form_moves_the_global_model_by_unnormalised_staleness_weights() {
 #[test]
 fn zero_weights_are_an_error() {
     let ups = [update([1.0, 2.0], [1.0, 0.0], 100, 1)];
-    let staleness = [Staleness { versions: 0, seconds: 0.0, weight: 0.0 }];
+    let staleness = [UpdateStaleness { versions: 0, seconds: 0.0, weight: 0.0 }];
     let ctx = AggregateCtx { version: 5, num_clients: 10, now: 0, staleness: &staleness };
     let err = ModelMean::new(ModelMeanConfig::default()).aggregate(&params([1.0, 2.0]), &ups, &ctx).unwrap_err();
     assert!(err.to_string().contains("model-mean"), "{err}");

@@ -8,7 +8,7 @@ use fl_algo_baselines::{
 use fl_core::registry::{Builder, ComponentKind, Params, Registry};
 use fl_core::tch::Tensor;
 use fl_core::{
-    AggregateCtx, Aggregator, ClientUpdate, Mask, ParamSet, Staleness, StalenessCtx, StalenessFn, StructuredMask,
+    AggregateCtx, Aggregator, ClientUpdate, Mask, ParamSet, StalenessCtx, StalenessFn, StructuredMask, UpdateStaleness,
 };
 
 fn set(values: &[&[f32]]) -> ParamSet {
@@ -38,15 +38,15 @@ fn update(base: &ParamSet, delta: ParamSet, mask: Mask, samples: usize, base_ver
     }
 }
 
-fn fresh(n: usize) -> Vec<Staleness> {
-    vec![Staleness { versions: 0, seconds: 0.0, weight: 1.0 }; n]
+fn fresh(n: usize) -> Vec<UpdateStaleness> {
+    vec![UpdateStaleness { versions: 0, seconds: 0.0, weight: 1.0 }; n]
 }
 
 fn aggregate(
     agg: &mut dyn Aggregator,
     global: &ParamSet,
     updates: &[ClientUpdate],
-    staleness: &[Staleness],
+    staleness: &[UpdateStaleness],
 ) -> Vec<Vec<f32>> {
     let ctx = AggregateCtx { version: 3, num_clients: 3, now: 0, staleness };
     values(&agg.aggregate(global, updates, &ctx).unwrap())
@@ -116,12 +116,12 @@ fn fedasync_mixing_with_polynomial_staleness() {
     let ups =
         [update(&base0, set(&[&[2.0, 4.0]]), Mask::Full, 5, 0), update(&x, set(&[&[1.0, -1.0]]), Mask::Full, 5, 3)];
     let mut poly = Polynomial { a: 0.5 };
-    let staleness: Vec<Staleness> = ups
+    let staleness: Vec<UpdateStaleness> = ups
         .iter()
         .map(|u| {
             let versions = 3 - u.base_version;
             let weight = poly.weight(&StalenessCtx { versions, seconds: 0.0, update: u, global: &x });
-            Staleness { versions, seconds: 0.0, weight }
+            UpdateStaleness { versions, seconds: 0.0, weight }
         })
         .collect();
     assert_eq!(staleness[0].weight, 0.5);
@@ -136,7 +136,7 @@ fn delta_mixing_steps_by_the_clients_change() {
     // 0.5: x + 0.3 Δ = [1.6, 2.2] (mixing towards its model would give [1.3, 1.9]).
     let x = set(&[&[1.0, 1.0]]);
     let ups = [update(&set(&[&[0.0, 0.0]]), set(&[&[2.0, 4.0]]), Mask::Full, 5, 0)];
-    let staleness = [Staleness { versions: 3, seconds: 0.0, weight: 0.5 }];
+    let staleness = [UpdateStaleness { versions: 3, seconds: 0.0, weight: 0.5 }];
     let mut agg = AsyncMix::new(AsyncMixConfig { alpha: 0.6, target: MixTarget::Delta, ..Default::default() });
     assert_close(&aggregate(&mut agg, &x, &ups, &staleness), &[vec![1.6, 2.2]]);
 }
@@ -155,7 +155,7 @@ fn mean_mixing_merges_each_element_towards_the_weighted_mean_of_its_trainers() {
     ];
     let mut agg = AsyncMix::new(AsyncMixConfig { alpha: 0.5, combine: Combine::Mean, ..Default::default() });
     assert_close(&aggregate(&mut agg, &x, &ups, &fresh(2)), &[vec![2.0, 2.75, 1.0]]);
-    let stale = [fresh(1)[0], Staleness { versions: 1, seconds: 0.0, weight: 0.5 }];
+    let stale = [fresh(1)[0], UpdateStaleness { versions: 1, seconds: 0.0, weight: 0.5 }];
     assert_close(&aggregate(&mut agg, &x, &ups, &stale), &[vec![2.0, 2.09375, 1.0]]);
 }
 
@@ -166,8 +166,8 @@ fn fedbuff_buffered_step() {
     let x = set(&[&[1.0, 1.0]]);
     let ups = [update(&x, set(&[&[2.0, 0.0]]), Mask::Full, 1, 3), update(&x, set(&[&[0.0, 4.0]]), Mask::Full, 1, 0)];
     let staleness = [
-        Staleness { versions: 0, seconds: 0.0, weight: 1.0 },
-        Staleness { versions: 3, seconds: 0.0, weight: 1.0 / (1.0f64 + 3.0).sqrt() },
+        UpdateStaleness { versions: 0, seconds: 0.0, weight: 1.0 },
+        UpdateStaleness { versions: 3, seconds: 0.0, weight: 1.0 / (1.0f64 + 3.0).sqrt() },
     ];
     let mut agg = BufferedMean::new(BufferedMeanConfig::default());
     assert_close(&aggregate(&mut agg, &x, &ups, &staleness), &[vec![2.0, 2.0]]);

@@ -6,7 +6,7 @@ use fl_algo_baselines::{AsyncMix, AsyncMixConfig};
 use fl_algo_fedraa::{FragmentMode, NeuronFragments, NeuronFragmentsConfig};
 use fl_core::engine::BYTES_PER_PARAM;
 use fl_core::tch::{Device, Kind, Tensor};
-use fl_core::{AggregateCtx, Aggregator, ClientUpdate, DataSpec, Model, ParamSet, Staleness, rng};
+use fl_core::{AggregateCtx, Aggregator, ClientUpdate, DataSpec, Model, ParamSet, UpdateStaleness, rng};
 use fl_models::{Mlp, MlpConfig};
 
 fn mnist_mlp() -> Mlp {
@@ -103,7 +103,7 @@ fn merging_a_trained_fragment_leaves_every_other_parameter_bit_identical() {
         dispatched_at: 0,
         arrived_at: 0,
     };
-    let staleness = [Staleness { versions: 0, seconds: 0.0, weight: 1.0 }];
+    let staleness = [UpdateStaleness { versions: 0, seconds: 0.0, weight: 1.0 }];
     let ctx = AggregateCtx { version: 0, num_clients: 10, now: 0, staleness: &staleness };
     let mut mix = AsyncMix::new(AsyncMixConfig { alpha: 0.5, ..Default::default() });
     let next = mix.aggregate(&global, &[update], &ctx).unwrap();

@@ -28,6 +28,6 @@ mod top_magnitude;
 pub use levels::{FirstRound, Level, LevelRule, MixDraw};
 pub use oap_aggregator::ZeroUncoveredConfig;
 pub use ram_fed::{Correction, Memory, RamFed, RamFedConfig};
-pub use region_policy::{Choice, RegionPolicy, RegionPolicyConfig, typep_regions};
+pub use region_policy::{RegionChoice, RegionPolicy, RegionPolicyConfig, typep_regions};
 pub use regions::{Granularity, PartitionKind};
 pub use top_magnitude::{Importance, TopMagnitude, TopMagnitudeConfig};

@@ -23,7 +23,7 @@ use crate::regions::{Granularity, PartitionKind, argsort_regions, random_regions
 /// Which regions a client trains, once the level fixes how many.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Choice {
+pub enum RegionChoice {
     /// Each client draws its own regions uniformly (the "Arb." levels).
     #[default]
     PerClient,
@@ -44,7 +44,7 @@ pub struct RegionPolicyConfig {
     pub partition: PartitionKind,
     pub granularity: Granularity,
     pub level: Level,
-    pub choice: Choice,
+    pub choice: RegionChoice,
     pub l_regions: i64,
     pub s_regions: i64,
     pub mix_l_share: f64,
@@ -69,7 +69,7 @@ impl Default for RegionPolicyConfig {
             partition: PartitionKind::StaticRandom,
             granularity: Granularity::Element,
             level: Level::L,
-            choice: Choice::PerClient,
+            choice: RegionChoice::PerClient,
             l_regions: 2,
             s_regions: 1,
             mix_l_share: 0.5,
@@ -102,7 +102,7 @@ impl RegionPolicyConfig {
             }
         }
         self.level_rule().validate()?;
-        if self.choice == Choice::Shared && matches!(self.level, Level::Mix | Level::ByCapability) {
+        if self.choice == RegionChoice::Shared && matches!(self.level, Level::Mix | Level::ByCapability) {
             return Err(InvalidKey::new(
                 "choice",
                 "\"shared\" gives every client the same regions; use level \"l\" or \"s\"",
@@ -146,7 +146,7 @@ pub struct RegionPolicy {
     /// Region ids per maskable tensor (structure index, ids) and the round they were drawn for.
     partition: Option<(u64, Vec<(usize, Tensor)>)>,
     levels: LevelDraw,
-    /// The regions of the round under `Choice::Shared`.
+    /// The regions of the round under `RegionChoice::Shared`.
     shared: Option<(u64, Vec<i64>)>,
     diagnostics: Coverage,
 }
@@ -174,7 +174,7 @@ impl RegionPolicy {
             let table = &self.cfg.assignments[(round % self.cfg.assignments.len() as u64) as usize];
             return typep_regions(table[ctx.client % table.len()]);
         }
-        if self.cfg.choice == Choice::Own {
+        if self.cfg.choice == RegionChoice::Own {
             return vec![ctx.client as i64 % k];
         }
         let cfg = &self.cfg;
@@ -189,7 +189,7 @@ impl RegionPolicy {
             chosen.sort_unstable();
             chosen
         };
-        if self.cfg.choice == Choice::Shared {
+        if self.cfg.choice == RegionChoice::Shared {
             if self.shared.as_ref().is_none_or(|(r, _)| *r != round) {
                 self.shared = Some((round, draw(ctx.rng)));
             }

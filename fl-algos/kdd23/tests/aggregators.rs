@@ -10,7 +10,7 @@ use fl_algo_baselines::{CoverageMean, CoverageMeanConfig, Uncovered, Weighting};
 use fl_algo_kdd23::{Correction, Memory, RamFed, RamFedConfig};
 use fl_core::registry::{Builder, ComponentKind, Params, Registry};
 use fl_core::tch::Tensor;
-use fl_core::{AggregateCtx, Aggregator, ClientUpdate, Mask, ParamSet, Staleness};
+use fl_core::{AggregateCtx, Aggregator, ClientUpdate, Mask, ParamSet, UpdateStaleness};
 
 fn set(v: &[f32]) -> ParamSet {
     ParamSet::new(vec!["w".into()], vec![Tensor::from_slice(v)]).unwrap()
@@ -49,7 +49,7 @@ fn run(agg: &mut dyn Aggregator) -> Vec<f32> {
 
 /// One round from θ = [1, 2, 3, 4] with these updates, all fresh.
 fn run_with(agg: &mut dyn Aggregator, ups: &[ClientUpdate]) -> Vec<f32> {
-    let fresh = vec![Staleness { versions: 0, seconds: 0.0, weight: 1.0 }; ups.len()];
+    let fresh = vec![UpdateStaleness { versions: 0, seconds: 0.0, weight: 1.0 }; ups.len()];
     let ctx = AggregateCtx { version: 0, num_clients: 3, now: 0, staleness: &fresh };
     values(&agg.aggregate(&set(&[1.0, 2.0, 3.0, 4.0]), ups, &ctx).unwrap())
 }

@@ -7,7 +7,7 @@ mod common;
 
 use common::{fc1_share, global, round_masks, round_masks_on, structure};
 use fl_algo_kdd23::{
-    Choice, Importance, Level, PartitionKind, RegionPolicy, RegionPolicyConfig, TopMagnitude, TopMagnitudeConfig,
+    Importance, Level, PartitionKind, RegionChoice, RegionPolicy, RegionPolicyConfig, TopMagnitude, TopMagnitudeConfig,
 };
 use fl_core::rng;
 use fl_core::tch::{Kind, Tensor};
@@ -25,7 +25,7 @@ fn fc1(m: &Mask) -> Tensor {
 fn splitfl_gives_every_client_the_same_pair_and_redraws_it() {
     let s = structure();
     let g = global(&s);
-    let cfg = RegionPolicyConfig { choice: Choice::Shared, non_cover_every: 0, ..Default::default() };
+    let cfg = RegionPolicyConfig { choice: RegionChoice::Shared, non_cover_every: 0, ..Default::default() };
     cfg.validate().unwrap();
     let mut p = RegionPolicy::new(cfg);
     let mut rng = rng::stream(7, &[0]);
@@ -43,7 +43,7 @@ fn splitfl_gives_every_client_the_same_pair_and_redraws_it() {
 
 #[test]
 fn shared_choice_rejects_mix() {
-    let cfg = RegionPolicyConfig { choice: Choice::Shared, level: Level::Mix, ..Default::default() };
+    let cfg = RegionPolicyConfig { choice: RegionChoice::Shared, level: Level::Mix, ..Default::default() };
     assert_eq!(cfg.validate().unwrap_err().key, "choice");
 }
 
@@ -52,7 +52,7 @@ fn ist_splits_the_maskable_weights_into_disjoint_tenths_covering_each_once() {
     let s = structure();
     let g = global(&s);
     let cfg = RegionPolicyConfig {
-        choice: Choice::Own,
+        choice: RegionChoice::Own,
         regions: 10,
         partition: PartitionKind::PerRoundRandom,
         non_cover_every: 0,

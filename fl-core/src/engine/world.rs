@@ -14,7 +14,7 @@ use super::eval::evaluate;
 use super::pack::PackMember;
 use super::pool::{JobHandle, WorkerPool};
 use super::record::{ClientStats, EvalConfig, EvalRecord, Observer, RunConfig, Summary};
-use crate::aggregator::{AggregateCtx, Aggregator, Staleness};
+use crate::aggregator::{AggregateCtx, Aggregator, UpdateStaleness};
 use crate::clock::{EventQueue, Tick, seconds, ticks};
 use crate::data::Dataset;
 use crate::error::{Error, Result};
@@ -399,14 +399,14 @@ impl World {
             return Ok(());
         }
         let updates = std::mem::take(&mut self.pending);
-        let staleness: Vec<Staleness> = updates
+        let staleness: Vec<UpdateStaleness> = updates
             .iter()
             .map(|u| {
                 let versions = self.version - u.base_version;
                 let secs = seconds(u.arrived_at - u.dispatched_at);
                 let weight =
                     self.staleness.weight(&StalenessCtx { versions, seconds: secs, update: u, global: &self.global });
-                Staleness { versions, seconds: secs, weight }
+                UpdateStaleness { versions, seconds: secs, weight }
             })
             .collect();
         let next = self.aggregator.aggregate(
