@@ -2,7 +2,8 @@
 //! [--pack N] [--workers N] [--seeds 1,2,3] [--emit slurm DIR]`: runs the grid of
 //! `experiments/<paper>/grid.toml` at a scale (with some of its variants, alternatives to the
 //! paper's choices), resuming finished runs, and writes
-//! `reports/<paper>/<scale>[-<variant>+…]/`: one Markdown file per paper table (paper / ours / Δ),
+//! `reports/<paper>/<scale>/` (`reports/<paper>/variants/<scale>-<variant>+…/` with variants):
+//! one Markdown file per paper table (paper / ours / Δ),
 //! `summary.md` (missing datasets, checks, orderings), PNG figures and `results.json`. Seed 1
 //! alone is the papers' protocol (one run per cell); another set of seeds reports its means in
 //! `seeds-<a>-<b>…/` beneath, so that it never replaces the seed-1 report.
@@ -10,8 +11,8 @@
 //! A dataset that is not present is reported with the command that fetches it; its cells read
 //! "no data". The command fails if a run fails or a check of the grid does not hold.
 //! `--report-only` writes the report from the runs finished so far and runs nothing; `--runs`
-//! runs a slice of the grid. Finished runs are also kept as records in the report's `runs/`
-//! (see `records`), from which a later reproduction, on any machine, resumes.
+//! runs a slice of the grid. Finished runs are also kept in the content-addressed store
+//! `records/` (see `records`), from which a later reproduction, on any machine, resumes.
 //!
 //! `--pack N` runs up to N runs in one `fl pack` process (consecutive runs of the plan: one
 //! dataset's column), whose compatible cohorts train as one computation: on a GPU, a whole
@@ -206,17 +207,17 @@ pub fn run(o: Options) -> Result<()> {
         }
     }
     let reports = root.join("reports").join(&o.paper);
-    let label_dir = reports.join(Grid::label(&o.scale, &o.variants));
+    let label_dir = label_dir(&reports, &o.scale, &o.variants);
     let report_dir = seeds_report_dir(&label_dir, &o.seeds);
-    let records =
-        Records { root: label_dir.join("runs"), shared: records::shared_roots(&reports, &o.scale, &o.variants) };
+    // Smoke reports are CI output, left untracked: so are their records.
+    let store = if o.scale == "smoke" { root.join("runs").join("records") } else { root.join("records") };
+    let records = Records { root: store };
     let mut restored = 0;
     for r in &runs {
         restored += usize::from(records.restore(r)?);
     }
     if restored > 0 {
-        let from: Vec<String> = records.dirs().map(|r| r.display().to_string()).collect();
-        println!("{restored} finished run(s) restored from the records in {}", from.join(", "));
+        println!("{restored} finished run(s) restored from the records in {}", records.root.display());
     }
     let selected = |r: &PlannedRun| o.runs.as_ref().is_none_or(|keys| keys.contains(&r.key));
     let runnable: Vec<_> = runs.iter().filter(|r| !missing.contains_key(&r.dataset) && selected(r)).cloned().collect();
@@ -300,6 +301,15 @@ fn report_command(o: &Options) -> String {
         o.only.as_ref().map_or(String::new(), |d| format!(" --only {}", d.join(","))),
         o.seeds.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
     )
+}
+
+/// The report directory of a scale (`reports/<paper>/<scale>/`) or of a set of variants at
+/// that scale (`reports/<paper>/variants/<scale>-<v1>+<v2>…/`).
+fn label_dir(reports: &std::path::Path, scale: &str, variants: &[String]) -> PathBuf {
+    match variants {
+        [] => reports.join(scale),
+        _ => reports.join("variants").join(Grid::label(scale, variants)),
+    }
 }
 
 /// The report of `seeds` under a scale's (and variants') directory: that directory for seed 1
@@ -489,7 +499,7 @@ mod tests {
     #[test]
     fn collecting_records_the_runs_finished_elsewhere() {
         let tmp = tempfile::tempdir().unwrap();
-        let records = Records { root: tmp.path().join("records"), shared: Vec::new() };
+        let records = Records { root: tmp.path().join("records") };
         let finished = PlannedRun::example(&tmp.path().join("runs/a"), "seed = 1\n");
         let unfinished =
             PlannedRun { key: "d-a0.1/y".into(), ..PlannedRun::example(&tmp.path().join("runs/b"), "seed = 1\n") };
@@ -509,10 +519,10 @@ mod tests {
         let outcomes = collect(&[finished.clone(), unfinished], &records).unwrap();
         assert_eq!(outcomes.keys().collect::<Vec<_>>(), ["d-a0.1/x"]);
         assert_eq!(outcomes["d-a0.1/x"][0].best_accuracy, 0.75);
-        let record = records.root.join("d-a0.1/x-s1");
+        let record = records.root.join(records::experiment_hash("seed = 1\n"));
         assert_eq!(std::fs::read_to_string(record.join("metrics.csv")).unwrap().lines().count(), 2);
         assert!(record.join("summary.json").is_file());
-        assert!(!records.root.join("d-a0.1/y-s1").exists(), "an unfinished run leaves no record");
+        assert_eq!(std::fs::read_dir(&records.root).unwrap().count(), 1, "an unfinished run leaves no record");
         let elsewhere = PlannedRun::example(&tmp.path().join("runs/c"), "seed = 1\n");
         assert!(records.restore(&elsewhere).unwrap(), "a later reproduction restores it");
     }

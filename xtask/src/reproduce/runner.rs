@@ -261,19 +261,13 @@ exit $failed
             })
             .collect();
         let records = tmp.path().join("records");
-        let runner = Runner {
-            fl,
-            device: "cpu".into(),
-            jobs: 1,
-            pack: 2,
-            workers: 1,
-            records: Records { root: records.clone(), shared: Vec::new() },
-        };
+        let runner =
+            Runner { fl, device: "cpu".into(), jobs: 1, pack: 2, workers: 1, records: Records { root: records } };
         let failed = runner.run_all(&runs);
         assert_eq!(failed, vec![("d-a0.1/r3".to_string(), runs[2].dir.clone())]);
         for (i, run) in runs.iter().enumerate() {
             assert_eq!(is_done(run), i != 2, "run {}", i + 1);
-            assert_eq!(Records::find(&records, run).is_some(), i != 2, "record of run {}", i + 1);
+            assert_eq!(runner.records.find(run).is_some(), i != 2, "record of run {}", i + 1);
         }
         assert!(std::fs::read_to_string(runs[2].dir.join(LOG_FILE)).unwrap().contains("lr"));
     }

@@ -351,7 +351,7 @@ echo '{"best_accuracy":0.5,"final_accuracy":0.5,"final_loss":1.0,"wall_time_s":1
             jobs: 1,
             pack: 1,
             workers: 2,
-            records: Records { root: f.tmp.path().join("records"), shared: Vec::new() },
+            records: Records { root: f.tmp.path().join("records") },
         };
         assert!(runner.run_all(&runs[1..]).is_empty(), "the stand-in finishes");
         let local = contents(&runs[1].dir);
