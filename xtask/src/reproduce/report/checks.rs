@@ -1,0 +1,227 @@
+//! The grid's pass/fail checks and orderings evaluated on a report's results, and their
+//! Markdown list.
+
+use std::fmt::Write as _;
+
+use crate::reproduce::grid::{Grid, OrderMetric, Quorum, group};
+use crate::reproduce::outcome::Outcome;
+
+use super::results::Results;
+
+/// One evaluated check or ordering, for the report and `results.json`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Verdict {
+    pub what: String,
+    pub passed: Option<bool>,
+    pub detail: String,
+}
+
+/// The grid's pass/fail checks that apply at this scale.
+pub fn evaluate_checks(grid: &Grid, results: &Results) -> Vec<Verdict> {
+    let mut out = Vec::new();
+    for check in grid.checks.iter().filter(|c| c.scales.as_ref().is_none_or(|s| s.iter().any(|s| s == results.scale))) {
+        let Some(run) = results.runs.iter().find(|r| r.key == check.run) else { continue };
+        let verdict = |passed, detail: String| Verdict { what: check.what.clone(), passed, detail };
+        if let Some(fetch) = results.missing.get(&run.dataset) {
+            out.push(verdict(None, format!("not checked: {} is not present ({fetch})", run.dataset)));
+            continue;
+        }
+        // A run that failed fails the command on its own; one left out (`--runs`,
+        // `--report-only`) leaves its checks undecided.
+        let Some(outcomes) = results.outcomes.get(&check.run).filter(|o| !o.is_empty()) else {
+            out.push(verdict(None, format!("not checked: {} has not finished", check.run)));
+            continue;
+        };
+        let mut failures = Vec::new();
+        let mut seen = Vec::new();
+        for o in outcomes {
+            if let Some(min) = check.above {
+                let v = match check.metric.as_str() {
+                    "final_accuracy" => o.final_accuracy,
+                    "best_accuracy" => o.best_accuracy,
+                    other => {
+                        failures.push(format!("unknown metric `{other}`"));
+                        continue;
+                    }
+                };
+                seen.push(format!("{} = {v:.4}", check.metric));
+                if !(v > min) {
+                    failures.push(format!("{} = {v:.4} ≤ {min}", check.metric));
+                }
+            }
+            let diag = |k: &String| o.diagnostics.get(k).copied().unwrap_or(f64::NAN);
+            for (k, want) in &check.equals {
+                seen.push(format!("{k} = {}", diag(k)));
+                if diag(k) != *want {
+                    failures.push(format!("{k} = {}, expected {want}", diag(k)));
+                }
+            }
+            for (k, max) in &check.at_most {
+                seen.push(format!("{k} = {}", diag(k)));
+                if !(diag(k) <= *max) {
+                    failures.push(format!("{k} = {}, expected ≤ {max}", diag(k)));
+                }
+            }
+        }
+        let passed = failures.is_empty();
+        out.push(verdict(Some(passed), if passed { seen.join(", ") } else { failures.join("; ") }));
+    }
+    // No NaN outside the runs allowed to diverge (OAP zeroes coordinates nobody trains and may
+    // diverge; every other method must stay finite).
+    let diverged: Vec<&str> = results
+        .runs
+        .iter()
+        .filter(|r| !r.may_diverge)
+        .filter(|r| results.outcomes.get(&r.key).is_some_and(|o| o.iter().any(Outcome::diverged)))
+        .map(|r| r.key.as_str())
+        .collect();
+    out.push(Verdict {
+        what: "no NaN loss outside the runs allowed to diverge".into(),
+        passed: Some(diverged.is_empty()),
+        detail: if diverged.is_empty() { "none".into() } else { diverged.join(", ") },
+    });
+    out
+}
+
+/// The grid's orderings over every (dataset, setting) of the tables at this scale.
+pub fn evaluate_orderings(grid: &Grid, results: &Results) -> Vec<Verdict> {
+    let settings: Vec<(String, String)> = {
+        let mut s: Vec<(String, String)> = Vec::new();
+        for r in results.runs {
+            let pair = (r.dataset.clone(), r.setting.clone());
+            if !s.contains(&pair) {
+                s.push(pair);
+            }
+        }
+        s
+    };
+    grid.orderings
+        .iter()
+        .map(|ordering| {
+            let (mut holds, mut total, mut broken) = (0, 0, Vec::new());
+            for chain in &ordering.chains {
+                for (dataset, setting) in &settings {
+                    let Some((values, seeds)) = results.chain_values(ordering.metric, dataset, setting, chain) else {
+                        continue;
+                    };
+                    total += 1;
+                    let show = |r: &String, v: &f64| match ordering.metric {
+                        OrderMetric::BestAccuracy => format!("{r} {:.1}", v * 100.0),
+                        OrderMetric::TimeToTarget => format!("{r} {v:.1} s"),
+                    };
+                    if values.windows(2).all(|w| w[0] + ordering.tolerance >= ordering.factor * w[1]) {
+                        holds += 1;
+                    } else {
+                        let shown: Vec<String> = chain.iter().zip(&values).map(|(r, v)| show(r, v)).collect();
+                        let on = match seeds.len() {
+                            1 => String::new(),
+                            _ => format!(
+                                " over seeds {}",
+                                seeds.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+                            ),
+                        };
+                        broken.push(format!("{}{on} ({})", group(dataset, setting), shown.join(", ")));
+                    }
+                }
+            }
+            let mut detail = format!("holds in {holds} of {total}");
+            if ordering.holds_in == Quorum::Most {
+                detail.push_str(" (needs more than half)");
+            }
+            if !broken.is_empty() {
+                let _ = write!(detail, "; not in: {}", broken.join("; "));
+            }
+            let passed = (total > 0).then_some(ordering.holds_in.met(holds, total));
+            if let (Some(false), Some(known)) = (passed, &ordering.known) {
+                let _ = write!(detail, ". Known: {known}");
+            }
+            Verdict { what: ordering.what.clone(), passed, detail }
+        })
+        .collect()
+}
+
+/// The Markdown list of verdicts.
+pub fn render_verdicts(title: &str, verdicts: &[Verdict]) -> String {
+    let mut md = format!("## {title}\n\n");
+    for v in verdicts {
+        let mark = match v.passed {
+            Some(true) => "✓",
+            Some(false) => "✗",
+            None => "–",
+        };
+        let _ = writeln!(md, "- {mark} {}: {}", v.what, v.detail);
+    }
+    md
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::reproduce::report::results::fixtures::{outcome, run};
+
+    #[test]
+    fn orderings_count_the_settings_where_the_chain_holds_in_every_or_most_of_them() {
+        let grid: Grid = toml::from_str(
+            r#"
+            paper = "p"
+            title = "t"
+            rows = []
+            scales = {}
+            datasets = {}
+            [[orderings]]
+            what = "a ≥ b"
+            chains = [["a", "b"]]
+            tolerance = 0.01
+            [[orderings]]
+            what = "a ≥ b, mostly"
+            chains = [["a", "b"]]
+            holds_in = "most"
+            known = "b is the code's"
+            "#,
+        )
+        .unwrap();
+        // (α, a, b) per setting.
+        let verdicts = |cells: &[(f64, f64, f64)]| {
+            let mut runs = Vec::new();
+            let mut outcomes = BTreeMap::new();
+            for &(alpha, a, b) in cells {
+                for (id, v) in [("a", a), ("b", b)] {
+                    let r = run("m", alpha, id);
+                    outcomes.insert(r.key.clone(), vec![outcome(v, v)]);
+                    runs.push(r);
+                }
+            }
+            let results = Results { scale: "s", runs: &runs, outcomes, missing: BTreeMap::new() };
+            evaluate_orderings(&grid, &results)
+        };
+        let v = verdicts(&[(0.1, 0.895, 0.90), (0.5, 0.80, 0.90)]);
+        assert_eq!(v[0].passed, Some(false));
+        assert!(v[0].detail.starts_with("holds in 1 of 2; not in: m-a0.5 (a 80.0, b 90.0)"), "{}", v[0].detail);
+        assert_eq!(v[1].passed, Some(false), "half is not most: {}", v[1].detail);
+        assert!(v[1].detail.ends_with("m-a0.5 (a 80.0, b 90.0). Known: b is the code's"), "{}", v[1].detail);
+        let v = verdicts(&[(0.1, 0.9, 0.8), (0.2, 0.9, 0.8), (0.3, 0.7, 0.8)]);
+        assert_eq!(v[1].passed, Some(true), "{}", v[1].detail);
+        assert!(v[1].detail.starts_with("holds in 2 of 3 (needs more than half)"), "{}", v[1].detail);
+        assert!(!v[1].detail.contains("Known"), "a passing ordering needs no explanation: {}", v[1].detail);
+
+        // Rows are compared on the seeds both finished: a's mean over seeds 1 and 2 (0.85) would
+        // beat b, but on seed 1 alone b is ahead; with seed 3 for both, over seeds 1 and 3.
+        let seeded = |seed: u64, best: f64| Outcome { seed, ..outcome(best, best) };
+        let compare = |a: Vec<Outcome>, b: Vec<Outcome>| {
+            let runs = vec![run("m", 0.1, "a"), run("m", 0.1, "b")];
+            let outcomes = BTreeMap::from([("m-a0.1/a".to_string(), a), ("m-a0.1/b".to_string(), b)]);
+            let results = Results { scale: "s", runs: &runs, outcomes, missing: BTreeMap::new() };
+            evaluate_orderings(&grid, &results)
+        };
+        let v = compare(vec![seeded(1, 0.80), seeded(2, 0.90)], vec![seeded(1, 0.82)]);
+        assert!(v[0].detail.starts_with("holds in 0 of 1; not in: m-a0.1 (a 80.0, b 82.0)"), "{}", v[0].detail);
+        let v =
+            compare(vec![seeded(1, 0.80), seeded(2, 0.90), seeded(3, 0.70)], vec![seeded(3, 0.78), seeded(1, 0.82)]);
+        assert!(v[0].detail.contains("m-a0.1 over seeds 1, 3 (a 75.0, b 80.0)"), "{}", v[0].detail);
+        // No seed in common: nothing to compare.
+        let v = compare(vec![seeded(2, 0.90)], vec![seeded(1, 0.82)]);
+        assert_eq!((v[0].passed, v[0].detail.as_str()), (None, "holds in 0 of 0"));
+    }
+}

@@ -1,0 +1,173 @@
+//! `experiments/<paper>/expected.toml`: the paper's tables (rows, columns, published values and
+//! tolerances) that a report puts ours beside.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde::Deserialize;
+
+use crate::reproduce::grid::SettingRef;
+
+/// `experiments/<paper>/expected.toml`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expected {
+    pub tables: Vec<PaperTable>,
+    /// A section of the report particular to the paper: `"server-loss"` (see `server_loss`).
+    #[serde(default)]
+    pub section: Option<String>,
+    /// Published per-round values of a run's server loss.
+    #[serde(default)]
+    pub curves: Vec<crate::reproduce::server_loss::ReferenceCurve>,
+    /// Published participation counts.
+    #[serde(default)]
+    pub participation: Vec<crate::reproduce::server_loss::ReferenceParticipation>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PaperTable {
+    pub id: String,
+    pub title: String,
+    pub columns: Vec<Column>,
+    /// Allowed |Δ| in points, per dataset (accuracy columns).
+    #[serde(default)]
+    pub tolerance: BTreeMap<String, f64>,
+    /// Time columns show ratios to the fastest of these rows (run ids).
+    #[serde(default)]
+    pub ratio_to: Vec<String>,
+    /// The budget of `budget` and `accuracy_at_budget` columns, in multiples of the run's own
+    /// time to target (the paper's Table 5 times are 3× its Table 2 times: Zhang et al., Fed-RAA, Tables 2 and 5).
+    #[serde(default = "budget_of_three_times_to_target")]
+    pub budget_factor: f64,
+    /// The header of the rows' `level` column.
+    #[serde(default = "variant")]
+    pub level_header: String,
+    pub rows: Vec<PaperRow>,
+}
+
+fn budget_of_three_times_to_target() -> f64 {
+    3.0
+}
+
+fn variant() -> String {
+    "Variant".into()
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Column {
+    pub dataset: String,
+    /// The setting, by α or id.
+    #[serde(alias = "alpha")]
+    pub setting: SettingRef,
+    #[serde(default)]
+    pub metric: ColumnMetric,
+    /// The header (default: the dataset and setting).
+    pub label: Option<String>,
+}
+
+/// What a column reports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ColumnMetric {
+    /// Best and final test accuracy, %.
+    #[default]
+    Accuracy,
+    /// Virtual seconds until the target accuracy.
+    TimeToTarget,
+    /// `budget_factor` × the time to target, seconds.
+    Budget,
+    /// Best accuracy within the budget, %.
+    AccuracyAtBudget,
+}
+
+impl Column {
+    pub(super) fn header(&self) -> String {
+        self.label.clone().unwrap_or_else(|| match &self.setting {
+            SettingRef::Alpha(a) => format!("{} α={a}", self.dataset),
+            SettingRef::Id(id) => format!("{} {id}", self.dataset),
+        })
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PaperRow {
+    pub method: String,
+    /// The mask level or variant (tables without one leave it out).
+    #[serde(default)]
+    pub level: String,
+    /// The grid row that reproduces it; none for rows the paper marks not applicable.
+    pub run: Option<String>,
+    pub paper: Vec<PaperCell>,
+    /// Where the paper prints "-" for "doesn't work": ours counts as failing below this.
+    pub fails_below: Option<f64>,
+    /// What is known to make ours differ from the paper's (the spec's discrepancies, a variant
+    /// that measured one); printed under the table when a cell of the row is out of tolerance.
+    pub known: Option<String>,
+    /// `"Method Level"` of another row of the table whose `known` also explains this one: shown
+    /// as a pointer when that row is listed too, in full when it is not.
+    pub known_as: Option<String>,
+}
+
+impl PaperRow {
+    pub(super) fn name(&self) -> String {
+        format!("{} {}", self.method, self.level).trim_end().to_string()
+    }
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(untagged)]
+pub enum PaperCell {
+    Value(f64),
+    /// "-".
+    Dash(Dash),
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub enum Dash {
+    #[serde(rename = "-")]
+    Dash,
+}
+
+impl PaperCell {
+    pub(super) fn value(self) -> Option<f64> {
+        match self {
+            PaperCell::Value(v) => Some(v),
+            PaperCell::Dash(_) => None,
+        }
+    }
+}
+
+impl Expected {
+    pub fn load(path: &Path) -> Result<Expected> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let expected: Expected = toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        for t in &expected.tables {
+            for r in &t.rows {
+                let Some(other) = &r.known_as else { continue };
+                if !t.rows.iter().any(|o| o.name() == *other && o.known.is_some()) {
+                    anyhow::bail!(
+                        "{}: table {} row {}: known_as = \"{other}\" is not a row of the table with a `known`",
+                        path.display(),
+                        t.id,
+                        r.name()
+                    );
+                }
+            }
+            if let Some(r) = t.rows.iter().find(|r| r.paper.len() != t.columns.len()) {
+                anyhow::bail!(
+                    "{}: table {} row {}: {} values for {} columns",
+                    path.display(),
+                    t.id,
+                    r.name(),
+                    r.paper.len(),
+                    t.columns.len()
+                );
+            }
+        }
+        Ok(expected)
+    }
+}
