@@ -86,6 +86,8 @@ pub struct Sweep {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DatasetEntry {
+    /// The dataset's name in words, as the paper writes it (`CIFAR-10`); default: its key.
+    pub title: Option<String>,
     /// The base experiment, relative to the grid file.
     pub base: String,
     #[serde(default)]
@@ -206,16 +208,22 @@ pub struct Check {
     pub at_most: BTreeMap<String, f64>,
 }
 
-/// An expected ordering of rows, checked at every setting: each value of a chain is at least
-/// `factor` times the next, give or take `tolerance`.
+/// An expected ordering of rows, checked at every setting: each value of a chain is more than
+/// `factor` times the next (strictly: a tie does not hold), or, with a `tolerance` ε, at least
+/// `factor` times the next minus ε (the report states ε).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Ordering {
+    /// Its section in the paper's findings.md, when something is known of it.
+    pub id: Option<String>,
     pub what: String,
     pub chains: Vec<Vec<String>>,
     #[serde(default)]
     pub metric: OrderMetric,
-    /// In the metric's unit (accuracy 0–1, seconds), by which a "≥" may fall short.
+    /// The datasets it is checked on (default: every dataset of the grid), for a claim the paper
+    /// makes of some datasets only.
+    pub datasets: Option<Vec<String>>,
+    /// ε, in the metric's unit (accuracy 0–1, seconds), by which a "≥" may fall short; 0: strict.
     #[serde(default)]
     pub tolerance: f64,
     #[serde(default = "unit_factor")]
@@ -227,6 +235,13 @@ pub struct Ordering {
     /// fails, never when it holds.
     #[serde(default)]
     pub known: Option<String>,
+}
+
+impl Ordering {
+    /// Whether `a` comes before `b` in the chain: more than `factor` × `b`, or within ε of it.
+    pub fn holds(&self, a: f64, b: f64) -> bool {
+        if self.tolerance > 0.0 { a + self.tolerance >= self.factor * b } else { a > self.factor * b }
+    }
 }
 
 /// How many cells an ordering must hold in: `every` one, or `most` (more than half), for a

@@ -43,7 +43,7 @@ use crate::util::{cargo, run as run_cmd, workspace_root};
 use grid::{Grid, PlannedRun};
 use outcome::Outcome;
 use records::Records;
-use report::{Expected, Results};
+use report::{Expected, Findings, MissingData, Notes, Results, Score};
 use runner::Runner;
 use slurm::SlurmArray;
 
@@ -192,10 +192,12 @@ pub fn run(o: Options) -> Result<()> {
     let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
     let fl = target.join("release").join("fl");
 
-    let missing = missing_datasets(&fl, &datasets)?;
-    for (d, fetch) in &missing {
+    // Every dataset of the grid, selected or not, so that a cell says whether its data is here.
+    let missing = missing_datasets(&fl, &grid)?;
+    for (d, m) in missing.iter().filter(|(d, _)| datasets.contains(d)) {
         println!(
-            "dataset {d} is not present: its runs are not run and its cells read \"no data\"; fetch it with `{fetch}`"
+            "dataset {d} is not present: its runs are not run and its cells read \"needs {}\"; fetch it with `{}`",
+            m.title, m.fetch
         );
     }
     let out = o.out.clone().unwrap_or_else(|| root.join("runs").join("reproduce").join(&o.paper));
@@ -321,17 +323,22 @@ fn seeds_report_dir(label_dir: &std::path::Path, seeds: &[u64]) -> PathBuf {
     }
 }
 
-/// The datasets `fl data info` does not report present, with the command that fetches each.
-fn missing_datasets(fl: &std::path::Path, datasets: &[String]) -> Result<BTreeMap<String, String>> {
+/// The datasets of `grid` that `fl data info` does not report present, with the command that
+/// fetches each.
+fn missing_datasets(fl: &std::path::Path, grid: &Grid) -> Result<BTreeMap<String, MissingData>> {
     let mut missing = BTreeMap::new();
-    for d in datasets {
+    for (d, entry) in &grid.datasets {
         let out = Command::new(fl)
             .args(["data", "info", d, "--json"])
             .output()
             .with_context(|| format!("running {}", fl.display()))?;
         let usable = out.status.success() && dataset_usable(&out.stdout);
         if !usable {
-            missing.insert(d.clone(), format!("cargo run --release -p fl-cli -- data fetch {d}"));
+            let title = entry.title.clone().unwrap_or_else(|| d.clone());
+            missing.insert(
+                d.clone(),
+                MissingData { title, fetch: format!("cargo run --release -p fl-cli -- data fetch {d}") },
+            );
         }
     }
     Ok(missing)
@@ -350,6 +357,14 @@ fn dataset_usable(json: &[u8]) -> bool {
     serde_json::from_slice::<Info>(json).is_ok_and(|i| matches!(i.state.status.as_str(), "present" | "generated"))
 }
 
+/// `experiments/<paper>/findings.md`, linked relative to the report directory `dir`.
+fn load_findings(paper: &str, dir: &std::path::Path) -> Result<Option<Findings>> {
+    let root = workspace_root();
+    let depth = dir.strip_prefix(&root).map_or(0, |d| d.components().count());
+    let link = format!("{}experiments/{paper}/findings.md", "../".repeat(depth));
+    Findings::load(&root.join("experiments").join(paper).join("findings.md"), link)
+}
+
 /// Writes tables, summary, figures and `results.json`; returns how many checks failed.
 fn write_report(
     grid: &Grid,
@@ -364,16 +379,20 @@ fn write_report(
     for v in &o.variants {
         let _ = writeln!(heading, "Variant `{v}`: {}.\n", grid.variant(v)?.what);
     }
+    let findings = load_findings(&o.paper, dir)?;
+    let notes = Notes { findings: findings.as_ref(), variants: &o.variants };
     let mut tables_json = serde_json::Map::new();
+    let mut scores: Vec<(&str, Score)> = Vec::new();
     for table in &expected.tables {
-        let (md, cells) = report::render_table(table, results);
+        let rendered = report::render_table(table, results, &notes);
         let path = dir.join(format!("{}.md", table.id));
-        let text = format!("{heading}{md}");
+        let text = format!("{heading}{}", rendered.markdown);
         std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
-        tables_json.insert(table.id.clone(), json!(cells));
+        tables_json.insert(table.id.clone(), json!(rendered.cells));
+        scores.push((&table.title, rendered.score));
     }
     let checks = report::evaluate_checks(grid, results);
-    let orderings = report::evaluate_orderings(grid, results);
+    let orderings = report::evaluate_orderings(grid, results, findings.as_ref());
     let mut checks = checks;
     let mut figures = figures::write_figures(&grid.figures, results, dir)?;
     figures.extend(figures::write_sweeps(grid, results, dir)?);
@@ -390,10 +409,12 @@ fn write_report(
     let mut summary = heading;
     if !results.missing.is_empty() {
         summary.push_str("## Datasets not present\n\n");
-        for (d, fetch) in &results.missing {
+        for (d, m) in &results.missing {
             let _ = writeln!(
                 summary,
-                "- {d}: not run; fetch with `{fetch}` (or place the official files in the data directory)"
+                "- {} (`{d}`): its cells read \"needs {}\". Place the official files in the data directory \
+                 (`fl data info {d}` says where and in which format), or fetch them with `{}` where there is internet.",
+                m.title, m.title, m.fetch
             );
         }
         summary.push('\n');
@@ -411,6 +432,12 @@ fn write_report(
     for (title, file) in &figures {
         let name = file.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
         let _ = writeln!(summary, "- {title}\n\n  ![{title}]({name})");
+    }
+    summary.push_str(
+        "\n## Score\n\nAccuracy cells within the paper's tolerance / compared (a finished run) / in the paper:\n\n",
+    );
+    for (title, s) in &scores {
+        let _ = writeln!(summary, "- {title}: {} / {} / {}", s.within, s.compared, s.in_paper);
     }
     std::fs::write(dir.join("summary.md"), &summary)
         .with_context(|| format!("writing {}", dir.join("summary.md").display()))?;
@@ -441,6 +468,7 @@ fn write_report(
         "paper": grid.paper, "title": grid.title, "scale": o.scale, "variants": o.variants, "command": command,
         "missing_datasets": results.missing, "runs": runs_json, "tables": tables_json,
         "checks": checks, "orderings": orderings,
+        "scores": scores.iter().map(|(t, s)| (t.to_string(), json!(s))).collect::<serde_json::Map<_, _>>(),
     });
     let path = dir.join("results.json");
     std::fs::write(&path, serde_json::to_string_pretty(&results_json)?)

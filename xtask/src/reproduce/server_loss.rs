@@ -130,7 +130,7 @@ pub fn write(
     datasets.dedup();
     for dataset in &datasets {
         if let Some(fetch) = results.missing.get(dataset) {
-            let _ = writeln!(section.markdown, "## {dataset}\n\nneeds {dataset}: not run (`{fetch}`).\n");
+            let _ = writeln!(section.markdown, "## {dataset}\n\nneeds {}: not run (`{}`).\n", fetch.title, fetch.fetch);
             continue;
         }
         let traces = read_traces(results, dataset);

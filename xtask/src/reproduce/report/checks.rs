@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use crate::reproduce::grid::{Grid, OrderMetric, Quorum, group};
 use crate::reproduce::outcome::Outcome;
 
+use super::expected::Findings;
 use super::results::Results;
 
 /// One evaluated check or ordering, for the report and `results.json`.
@@ -23,7 +24,7 @@ pub fn evaluate_checks(grid: &Grid, results: &Results) -> Vec<Verdict> {
         let Some(run) = results.runs.iter().find(|r| r.key == check.run) else { continue };
         let verdict = |passed, detail: String| Verdict { what: check.what.clone(), passed, detail };
         if let Some(fetch) = results.missing.get(&run.dataset) {
-            out.push(verdict(None, format!("not checked: {} is not present ({fetch})", run.dataset)));
+            out.push(verdict(None, format!("not checked: {} is not present (`{}`)", fetch.title, fetch.fetch)));
             continue;
         }
         // A run that failed fails the command on its own; one left out (`--runs`,
@@ -84,7 +85,7 @@ pub fn evaluate_checks(grid: &Grid, results: &Results) -> Vec<Verdict> {
 }
 
 /// The grid's orderings over every (dataset, setting) of the tables at this scale.
-pub fn evaluate_orderings(grid: &Grid, results: &Results) -> Vec<Verdict> {
+pub fn evaluate_orderings(grid: &Grid, results: &Results, findings: Option<&Findings>) -> Vec<Verdict> {
     let settings: Vec<(String, String)> = {
         let mut s: Vec<(String, String)> = Vec::new();
         for r in results.runs {
@@ -99,8 +100,9 @@ pub fn evaluate_orderings(grid: &Grid, results: &Results) -> Vec<Verdict> {
         .iter()
         .map(|ordering| {
             let (mut holds, mut total, mut broken) = (0, 0, Vec::new());
+            let on = |d: &String| ordering.datasets.as_ref().is_none_or(|ds| ds.contains(d));
             for chain in &ordering.chains {
-                for (dataset, setting) in &settings {
+                for (dataset, setting) in settings.iter().filter(|(d, _)| on(d)) {
                     let Some((values, seeds)) = results.chain_values(ordering.metric, dataset, setting, chain) else {
                         continue;
                     };
@@ -109,10 +111,15 @@ pub fn evaluate_orderings(grid: &Grid, results: &Results) -> Vec<Verdict> {
                         OrderMetric::BestAccuracy => format!("{r} {:.1}", v * 100.0),
                         OrderMetric::TimeToTarget => format!("{r} {v:.1} s"),
                     };
-                    if values.windows(2).all(|w| w[0] + ordering.tolerance >= ordering.factor * w[1]) {
+                    if values.windows(2).all(|w| ordering.holds(w[0], w[1])) {
                         holds += 1;
                     } else {
-                        let shown: Vec<String> = chain.iter().zip(&values).map(|(r, v)| show(r, v)).collect();
+                        let mut shown: Vec<String> = chain.iter().zip(&values).map(|(r, v)| show(r, v)).collect();
+                        if ordering.factor != 1.0 {
+                            let ratios: Vec<String> =
+                                values.windows(2).map(|w| format!("{:.2}×", w[0] / w[1])).collect();
+                            shown.push(format!("ratio {}, needs {}×", ratios.join(", "), ordering.factor));
+                        }
                         let on = match seeds.len() {
                             1 => String::new(),
                             _ => format!(
@@ -125,6 +132,12 @@ pub fn evaluate_orderings(grid: &Grid, results: &Results) -> Vec<Verdict> {
                 }
             }
             let mut detail = format!("holds in {holds} of {total}");
+            if ordering.tolerance > 0.0 {
+                let _ = match ordering.metric {
+                    OrderMetric::BestAccuracy => write!(detail, " (within ε = {} points)", ordering.tolerance * 100.0),
+                    OrderMetric::TimeToTarget => write!(detail, " (within ε = {} s)", ordering.tolerance),
+                };
+            }
             if ordering.holds_in == Quorum::Most {
                 detail.push_str(" (needs more than half)");
             }
@@ -134,6 +147,11 @@ pub fn evaluate_orderings(grid: &Grid, results: &Results) -> Vec<Verdict> {
             let passed = (total > 0).then_some(ordering.holds_in.met(holds, total));
             if let (Some(false), Some(known)) = (passed, &ordering.known) {
                 let _ = write!(detail, ". Known: {known}");
+                if let (Some(f), Some(id)) = (findings, &ordering.id) {
+                    if f.has(id) {
+                        let _ = write!(detail, " ([findings]({}#{id}))", f.link);
+                    }
+                }
             }
             Verdict { what: ordering.what.clone(), passed, detail }
         })
@@ -179,6 +197,11 @@ mod tests {
             chains = [["a", "b"]]
             holds_in = "most"
             known = "b is the code's"
+            [[orderings]]
+            what = "a at least twice b, on m only"
+            chains = [["a", "b"]]
+            factor = 2.0
+            datasets = ["m"]
             "#,
         )
         .unwrap();
@@ -194,17 +217,40 @@ mod tests {
                 }
             }
             let results = Results { scale: "s", runs: &runs, outcomes, missing: BTreeMap::new() };
-            evaluate_orderings(&grid, &results)
+            evaluate_orderings(&grid, &results, None)
         };
         let v = verdicts(&[(0.1, 0.895, 0.90), (0.5, 0.80, 0.90)]);
         assert_eq!(v[0].passed, Some(false));
-        assert!(v[0].detail.starts_with("holds in 1 of 2; not in: m-a0.5 (a 80.0, b 90.0)"), "{}", v[0].detail);
+        assert!(
+            v[0].detail.starts_with("holds in 1 of 2 (within ε = 1 points); not in: m-a0.5 (a 80.0, b 90.0)"),
+            "{}",
+            v[0].detail
+        );
         assert_eq!(v[1].passed, Some(false), "half is not most: {}", v[1].detail);
         assert!(v[1].detail.ends_with("m-a0.5 (a 80.0, b 90.0). Known: b is the code's"), "{}", v[1].detail);
         let v = verdicts(&[(0.1, 0.9, 0.8), (0.2, 0.9, 0.8), (0.3, 0.7, 0.8)]);
         assert_eq!(v[1].passed, Some(true), "{}", v[1].detail);
         assert!(v[1].detail.starts_with("holds in 2 of 3 (needs more than half)"), "{}", v[1].detail);
         assert!(!v[1].detail.contains("Known"), "a passing ordering needs no explanation: {}", v[1].detail);
+        // Without ε an ordering is strict: a tie does not hold.
+        let v = verdicts(&[(0.1, 0.9, 0.9), (0.2, 0.9, 0.8), (0.3, 0.9, 0.8)]);
+        assert!(
+            v[1].detail.starts_with("holds in 2 of 3 (needs more than half); not in: m-a0.1 (a 90.0, b 90.0)"),
+            "{}",
+            v[1].detail
+        );
+        // A factor shows the ratio it missed; `datasets` leaves the others out.
+        let mut runs = vec![run("m", 0.1, "a"), run("m", 0.1, "b"), run("c", 0.1, "a"), run("c", 0.1, "b")];
+        runs.iter_mut().for_each(|r| r.seed = 1);
+        let outcomes = BTreeMap::from([
+            ("m-a0.1/a".to_string(), vec![outcome(0.9, 0.9)]),
+            ("m-a0.1/b".to_string(), vec![outcome(0.6, 0.6)]),
+            ("c-a0.1/a".to_string(), vec![outcome(0.1, 0.1)]),
+            ("c-a0.1/b".to_string(), vec![outcome(0.9, 0.9)]),
+        ]);
+        let results = Results { scale: "s", runs: &runs, outcomes, missing: BTreeMap::new() };
+        let v = evaluate_orderings(&grid, &results, None);
+        assert_eq!(v[2].detail, "holds in 0 of 1; not in: m-a0.1 (a 90.0, b 60.0, ratio 1.50×, needs 2×)");
 
         // Rows are compared on the seeds both finished: a's mean over seeds 1 and 2 (0.85) would
         // beat b, but on seed 1 alone b is ahead; with seed 3 for both, over seeds 1 and 3.
@@ -213,15 +259,19 @@ mod tests {
             let runs = vec![run("m", 0.1, "a"), run("m", 0.1, "b")];
             let outcomes = BTreeMap::from([("m-a0.1/a".to_string(), a), ("m-a0.1/b".to_string(), b)]);
             let results = Results { scale: "s", runs: &runs, outcomes, missing: BTreeMap::new() };
-            evaluate_orderings(&grid, &results)
+            evaluate_orderings(&grid, &results, None)
         };
         let v = compare(vec![seeded(1, 0.80), seeded(2, 0.90)], vec![seeded(1, 0.82)]);
-        assert!(v[0].detail.starts_with("holds in 0 of 1; not in: m-a0.1 (a 80.0, b 82.0)"), "{}", v[0].detail);
+        assert!(
+            v[0].detail.starts_with("holds in 0 of 1 (within ε = 1 points); not in: m-a0.1 (a 80.0, b 82.0)"),
+            "{}",
+            v[0].detail
+        );
         let v =
             compare(vec![seeded(1, 0.80), seeded(2, 0.90), seeded(3, 0.70)], vec![seeded(3, 0.78), seeded(1, 0.82)]);
         assert!(v[0].detail.contains("m-a0.1 over seeds 1, 3 (a 75.0, b 80.0)"), "{}", v[0].detail);
         // No seed in common: nothing to compare.
         let v = compare(vec![seeded(2, 0.90)], vec![seeded(1, 0.82)]);
-        assert_eq!((v[0].passed, v[0].detail.as_str()), (None, "holds in 0 of 0"));
+        assert_eq!((v[0].passed, v[0].detail.as_str()), (None, "holds in 0 of 0 (within ε = 1 points)"));
     }
 }

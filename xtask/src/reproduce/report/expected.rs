@@ -83,6 +83,18 @@ pub enum ColumnMetric {
     AccuracyAtBudget,
 }
 
+impl ColumnMetric {
+    /// Virtual seconds (to the target, or a budget).
+    pub fn is_time(self) -> bool {
+        matches!(self, ColumnMetric::TimeToTarget | ColumnMetric::Budget)
+    }
+
+    /// An accuracy judged against the paper's within the table's tolerance.
+    pub fn is_accuracy(self) -> bool {
+        matches!(self, ColumnMetric::Accuracy | ColumnMetric::AccuracyAtBudget)
+    }
+}
+
 impl Column {
     pub(super) fn header(&self) -> String {
         self.label.clone().unwrap_or_else(|| match &self.setting {
@@ -169,5 +181,83 @@ impl Expected {
             }
         }
         Ok(expected)
+    }
+}
+
+/// `experiments/<paper>/findings.md`: the research narrative, one `## <id>` section per table
+/// row (its run id) or ordering (its id) that something is known of.
+#[derive(Debug, Clone, Default)]
+pub struct Findings {
+    /// The file as a report links it (relative to the report's directory).
+    pub link: String,
+    ids: std::collections::BTreeSet<String>,
+}
+
+impl Findings {
+    /// Reads the section ids of `path`, linked from reports as `link`; none if it does not exist.
+    pub fn load(path: &Path, link: String) -> Result<Option<Findings>> {
+        if !path.is_file() {
+            return Ok(None);
+        }
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        Ok(Some(Findings::parse(&text, link)))
+    }
+
+    /// The findings of `markdown`: the ids of its `## <id>` headings.
+    pub fn parse(markdown: &str, link: String) -> Findings {
+        let ids = markdown.lines().filter_map(|l| l.strip_prefix("## ")).map(|id| id.trim().to_string()).collect();
+        Findings { link, ids }
+    }
+
+    /// Whether there is a section on `id`.
+    pub fn has(&self, id: &str) -> bool {
+        self.ids.contains(id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reproduce::grid::Grid;
+
+    /// Sentences of a note: a full stop, question or exclamation mark followed by a space and
+    /// a capital, plus the last one (abbreviations such as "Fig. 3" or "L-Arb. 94" do not end one).
+    fn sentences(text: &str) -> usize {
+        let chars: Vec<char> = text.chars().collect();
+        1 + chars.windows(3).filter(|w| matches!(w[0], '.' | '?' | '!') && w[1] == ' ' && w[2].is_uppercase()).count()
+    }
+
+    #[test]
+    fn sentences_are_counted_at_a_stop_before_a_capital() {
+        assert_eq!(sentences("One. Two, as in Fig. 3: 4.5 points. Three."), 3);
+        assert_eq!(sentences("one only (see L-Arb. 94)"), 1);
+    }
+
+    /// Every paper's notes stay short (at most three sentences) and each has its full account in
+    /// the paper's findings.md, so that the reports stay readable and nothing measured is lost.
+    #[test]
+    fn every_note_is_at_most_three_sentences_with_a_section_in_the_findings() {
+        let experiments = crate::util::workspace_root().join("experiments");
+        let mut papers = 0;
+        for entry in std::fs::read_dir(&experiments).unwrap().flatten() {
+            let dir = entry.path();
+            if !dir.join("grid.toml").is_file() {
+                continue;
+            }
+            papers += 1;
+            let expected = Expected::load(&dir.join("expected.toml")).unwrap();
+            let grid = Grid::load(&dir.join("grid.toml")).unwrap();
+            let findings = Findings::load(&dir.join("findings.md"), String::new()).unwrap().unwrap_or_default();
+            let rows = expected.tables.iter().flat_map(|t| &t.rows);
+            let notes = rows.filter_map(|r| Some((r.run.clone().unwrap_or_default(), r.known.as_deref()?))).chain(
+                grid.orderings.iter().filter_map(|o| Some((o.id.clone().unwrap_or_default(), o.known.as_deref()?))),
+            );
+            for (id, note) in notes {
+                let at = format!("{}: `{id}`", dir.display());
+                assert!(sentences(note) <= 3, "{at}: {} sentences: {note}", sentences(note));
+                assert!(findings.has(&id), "{at}: no `## {id}` section in findings.md");
+            }
+        }
+        assert!(papers >= 3, "found {papers} papers under {}", experiments.display());
     }
 }

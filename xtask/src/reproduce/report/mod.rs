@@ -16,6 +16,6 @@ mod results;
 mod table;
 
 pub use checks::{Verdict, evaluate_checks, evaluate_orderings, render_verdicts};
-pub use expected::Expected;
-pub use results::Results;
-pub use table::render_table;
+pub use expected::{Expected, Findings};
+pub use results::{MissingData, Results};
+pub use table::{Notes, Score, render_table};

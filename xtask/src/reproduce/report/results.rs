@@ -14,8 +14,17 @@ pub struct Results<'a> {
     pub runs: &'a [PlannedRun],
     /// Finished outcomes by run key, one per finished seed.
     pub outcomes: BTreeMap<String, Vec<Outcome>>,
-    /// Datasets that are not present, with the command that fetches them.
-    pub missing: BTreeMap<String, String>,
+    /// The grid's datasets that are not present, by key.
+    pub missing: BTreeMap<String, MissingData>,
+}
+
+/// A dataset the machine does not have.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct MissingData {
+    /// Its name in words (`CIFAR-10`).
+    pub title: String,
+    /// The command that fetches it where there is internet.
+    pub fetch: String,
 }
 
 /// Ours for a table cell.
@@ -23,7 +32,8 @@ pub(super) enum Ours<'a> {
     /// The finished seeds.
     Done(&'a [Outcome]),
     NotRunAtScale,
-    MissingData,
+    /// The dataset, by title, is not present.
+    MissingData(&'a str),
     NotFinished,
 }
 
@@ -45,8 +55,8 @@ pub(super) fn time_to_target(o: &[Outcome]) -> Option<f64> {
 
 impl Results<'_> {
     pub(super) fn ours(&self, dataset: &str, setting: &str, row: &str) -> Ours<'_> {
-        if self.missing.contains_key(dataset) {
-            return Ours::MissingData;
+        if let Some(m) = self.missing.get(dataset) {
+            return Ours::MissingData(&m.title);
         }
         let key = format!("{}/{row}", group(dataset, setting));
         if !self.runs.iter().any(|r| r.key == key) {

@@ -7,13 +7,98 @@ use serde_json::json;
 
 use crate::reproduce::outcome::Outcome;
 
-use super::expected::{Column, ColumnMetric, PaperTable};
+use super::expected::{Column, ColumnMetric, Findings, PaperCell, PaperRow, PaperTable};
 use super::results::{Ours, Results, mean, ours_time, std_dev};
 
-/// Renders a paper table as Markdown; also returns its cells for `results.json`.
-pub fn render_table(table: &PaperTable, results: &Results) -> (String, Vec<serde_json::Value>) {
-    let has_time = table.columns.iter().any(|c| matches!(c.metric, ColumnMetric::TimeToTarget | ColumnMetric::Budget));
-    let mut md = format!("## {}\n\n", table.title);
+/// How a report annotates the rows out of tolerance.
+#[derive(Default)]
+pub struct Notes<'a> {
+    /// The paper's findings (`experiments/<paper>/findings.md`), linked from each row that has a
+    /// section there.
+    pub findings: Option<&'a Findings>,
+    /// The report's variants: a row's `known` describes the paper's protocol, which variants
+    /// change, so a variant report points to the findings instead of quoting it.
+    pub variants: &'a [String],
+}
+
+/// A table's score: accuracy cells within tolerance, of those compared (a paper value and a
+/// finished run), of those with a value in the paper.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct Score {
+    pub within: usize,
+    pub compared: usize,
+    pub in_paper: usize,
+}
+
+/// A rendered table: its Markdown, its cells for `results.json` and its score.
+pub struct RenderedTable {
+    pub markdown: String,
+    pub cells: Vec<serde_json::Value>,
+    pub score: Score,
+}
+
+/// Renders a paper table as Markdown beside its cells for `results.json` and its score.
+pub fn render_table(table: &PaperTable, results: &Results, notes: &Notes) -> RenderedTable {
+    let mut md = format!("## {}\n\n{}\n", table.title, legend(table));
+    let with_level = table.rows.iter().any(|r| !r.level.is_empty());
+    let header: Vec<String> = table.columns.iter().map(Column::header).collect();
+    let level_head = if with_level { format!(" {} |", table.level_header) } else { String::new() };
+    let _ = writeln!(md, "| Method |{level_head} {} |", header.join(" | "));
+    let _ = writeln!(md, "|---|{}{}", if with_level { "---|" } else { "" }, "---|".repeat(table.columns.len()));
+    let fastest = fastest_references(table, results);
+    let mut cells = Vec::new();
+    let mut score = Score::default();
+    let mut out_of_tolerance = Vec::new();
+    for row in &table.rows {
+        let mut line = format!("| {} |", row.method);
+        if with_level {
+            let _ = write!(line, " {} |", row.level);
+        }
+        let mut row_off = false;
+        for ((c, col), paper) in table.columns.iter().enumerate().zip(&row.paper) {
+            let cell = render_cell(table, results, row, col, *paper, fastest[c]);
+            if let Some(within) = cell.within {
+                score.compared += 1;
+                score.within += usize::from(within);
+                row_off |= !within;
+            }
+            if paper.value().is_some() && col.metric.is_accuracy() && row.run.is_some() {
+                score.in_paper += 1;
+            }
+            cells.push(cell.json);
+            let _ = write!(line, " {} |", cell.text);
+        }
+        let _ = writeln!(md, "{line}");
+        if row_off {
+            out_of_tolerance.push(row);
+        }
+    }
+    if score.compared > 0 {
+        let _ = writeln!(
+            md,
+            "\n{} of {} compared accuracy cells within tolerance ({}); the paper has {}.",
+            score.within,
+            score.compared,
+            table.tolerance.iter().map(|(d, t)| format!("{d} ±{t}")).collect::<Vec<_>>().join(", "),
+            score.in_paper
+        );
+    }
+    let explained = explain(table, &out_of_tolerance, notes);
+    if !explained.is_empty() {
+        let _ =
+            writeln!(md, "\nWhat is known of the rows with cells out of tolerance (✗):\n\n{}", explained.join("\n"));
+    }
+    let _ = writeln!(
+        md,
+        "\n`not run` = the dataset is here but this report did not run the cell (its scale or `--only`); \
+         `needs <dataset>` = the dataset is not on this machine (summary.md says how to supply it)."
+    );
+    RenderedTable { markdown: md, cells, score }
+}
+
+/// What the cells of the table's columns read.
+fn legend(table: &PaperTable) -> String {
+    let mut md = String::new();
     if table.columns.iter().any(|c| c.metric == ColumnMetric::Accuracy) {
         md += "Accuracy cells: paper / ours (best) / ours (final) / Δ = best − paper, in points.\n";
     }
@@ -24,21 +109,19 @@ pub fn render_table(table: &PaperTable, results: &Results) -> (String, Vec<serde
             table.budget_factor
         );
     }
-    if has_time {
+    if table.columns.iter().any(|c| c.metric.is_time()) {
         let _ = writeln!(
             md,
             "Time cells: paper s (ratio to the fastest of {}) / ours virtual s (same ratio).",
             table.ratio_to.join(", ")
         );
     }
-    md += "\n";
-    let with_level = table.rows.iter().any(|r| !r.level.is_empty());
-    let header: Vec<String> = table.columns.iter().map(Column::header).collect();
-    let level_head = if with_level { format!(" {} |", table.level_header) } else { String::new() };
-    let _ = writeln!(md, "| Method |{level_head} {} |", header.join(" | "));
-    let _ = writeln!(md, "|---|{}{}", if with_level { "---|" } else { "" }, "---|".repeat(table.columns.len()));
-    // The fastest reference row per column, paper's and ours, for the time ratios.
-    let fastest: Vec<(Option<f64>, Option<f64>)> = table
+    md
+}
+
+/// The fastest reference row per column, the paper's and ours, for the time ratios.
+fn fastest_references(table: &PaperTable, results: &Results) -> Vec<(Option<f64>, Option<f64>)> {
+    table
         .columns
         .iter()
         .enumerate()
@@ -54,155 +137,152 @@ pub fn render_table(table: &PaperTable, results: &Results) -> (String, Vec<serde
                 .collect());
             (paper, ours)
         })
-        .collect();
-    let mut cells = Vec::new();
-    let (mut within, mut compared) = (0, 0);
-    let mut explained = Vec::new();
-    for row in &table.rows {
-        let mut out_of_tolerance = false;
-        let mut line = format!("| {} |", row.method);
-        if with_level {
-            let _ = write!(line, " {} |", row.level);
-        }
-        for ((c, col), paper) in table.columns.iter().enumerate().zip(&row.paper) {
-            let is_time = matches!(col.metric, ColumnMetric::TimeToTarget | ColumnMetric::Budget);
-            let paper_text = match paper.value() {
-                None => "-".to_string(),
-                Some(v) if is_time => format!("{v:.2} s{}", ratio(v, fastest[c].0)),
-                Some(v) => format!("{v:.1}"),
-            };
-            let tolerance = table.tolerance.get(&col.dataset).copied().unwrap_or(f64::INFINITY);
-            let ours = row.run.as_deref().map(|r| results.ours(&col.dataset, &col.setting.id(), r));
-            let (mut best, mut best_std, mut last, mut value) = (None, None, None, None);
-            // Counts a compared cell and returns its mark: " ✗" beyond the tolerance.
-            let mut judge = |delta: f64| {
-                let ok = delta.abs() <= tolerance;
-                compared += 1;
-                within += usize::from(ok);
-                out_of_tolerance |= !ok;
-                if ok { "" } else { " ✗" }
-            };
-            let text = match &ours {
-                None => "-".to_string(),
-                Some(Ours::Done(o)) => match col.metric {
-                    ColumnMetric::Accuracy => {
-                        let (b, l) = (mean(o, |o| o.best_accuracy), mean(o, |o| o.final_accuracy));
-                        (best, last) = (Some(b), Some(l));
-                        best_std = std_dev(o, |o| o.best_accuracy);
-                        let spread = best_std.map_or(String::new(), |s| format!(" ± {:.1}", s * 100.0));
-                        let planned =
-                            results.planned_seeds(&col.dataset, &col.setting.id(), row.run.as_deref().unwrap_or(""));
-                        let seeds = if o.len() < planned {
-                            format!(" ({} of {planned} seeds)", o.len())
-                        } else {
-                            String::new()
+        .collect()
+}
+
+/// One rendered cell: its text, its `results.json` entry, and whether it is within tolerance
+/// (None where nothing was compared).
+struct Cell {
+    text: String,
+    json: serde_json::Value,
+    within: Option<bool>,
+}
+
+fn render_cell(
+    table: &PaperTable,
+    results: &Results,
+    row: &PaperRow,
+    col: &Column,
+    paper: PaperCell,
+    fastest: (Option<f64>, Option<f64>),
+) -> Cell {
+    let paper_text = match paper.value() {
+        None => "-".to_string(),
+        Some(v) if col.metric.is_time() => format!("{v:.2} s{}", ratio(v, fastest.0)),
+        Some(v) => format!("{v:.1}"),
+    };
+    let tolerance = table.tolerance.get(&col.dataset).copied().unwrap_or(f64::INFINITY);
+    let ours = row.run.as_deref().map(|r| results.ours(&col.dataset, &col.setting.id(), r));
+    let (mut best, mut best_std, mut last, mut value, mut within) = (None, None, None, None, None);
+    // Judges a compared cell and returns its mark: " ✗" beyond the tolerance.
+    let mut judge = |delta: f64| {
+        let ok = delta.abs() <= tolerance;
+        within = Some(ok);
+        if ok { "" } else { " ✗" }
+    };
+    let text = match &ours {
+        None => "-".to_string(),
+        Some(Ours::Done(o)) => match col.metric {
+            ColumnMetric::Accuracy => {
+                let (b, l) = (mean(o, |o| o.best_accuracy), mean(o, |o| o.final_accuracy));
+                (best, last) = (Some(b), Some(l));
+                best_std = std_dev(o, |o| o.best_accuracy);
+                let spread = best_std.map_or(String::new(), |s| format!(" ± {:.1}", s * 100.0));
+                let planned = results.planned_seeds(&col.dataset, &col.setting.id(), row.run.as_deref().unwrap_or(""));
+                let seeds =
+                    if o.len() < planned { format!(" ({} of {planned} seeds)", o.len()) } else { String::new() };
+                match paper.value() {
+                    Some(p) => {
+                        let delta = b * 100.0 - p;
+                        let mark = judge(delta);
+                        format!("{paper_text} / {:.1}{spread} / {:.1} / {delta:+.1}{mark}{seeds}", b * 100.0, l * 100.0)
+                    }
+                    None => {
+                        let fails = row.fails_below.map(|t| b * 100.0 < t || b.is_nan());
+                        let verdict = match fails {
+                            Some(true) => " (fails, as in the paper)",
+                            Some(false) => " (works; the paper says it fails)",
+                            None => "",
                         };
-                        match paper.value() {
-                            Some(p) => {
-                                let delta = b * 100.0 - p;
-                                let mark = judge(delta);
-                                format!(
-                                    "{paper_text} / {:.1}{spread} / {:.1} / {delta:+.1}{mark}{seeds}",
-                                    b * 100.0,
-                                    l * 100.0
-                                )
-                            }
-                            None => {
-                                let fails = row.fails_below.map(|t| b * 100.0 < t || b.is_nan());
-                                let verdict = match fails {
-                                    Some(true) => " (fails, as in the paper)",
-                                    Some(false) => " (works; the paper says it fails)",
-                                    None => "",
-                                };
-                                format!("- / {:.1}{spread} / {:.1}{verdict}{seeds}", b * 100.0, l * 100.0)
-                            }
-                        }
+                        format!("- / {:.1}{spread} / {:.1}{verdict}{seeds}", b * 100.0, l * 100.0)
                     }
-                    ColumnMetric::AccuracyAtBudget => {
-                        let reached = o.iter().all(|o| o.time_to_target_s.is_some());
-                        let v = mean(o, |o| match o.time_to_target_s {
-                            Some(t) => o.best_within(table.budget_factor * t),
-                            None => o.best_accuracy,
-                        });
-                        value = Some(v * 100.0);
-                        let note = if reached { "" } else { " (target not reached: best of the run)" };
-                        match paper.value() {
-                            Some(p) => {
-                                let delta = v * 100.0 - p;
-                                let mark = judge(delta);
-                                format!("{paper_text} / {:.2} / {delta:+.2}{mark}{note}", v * 100.0)
-                            }
-                            None => format!("- / {:.2}{note}", v * 100.0),
-                        }
+                }
+            }
+            ColumnMetric::AccuracyAtBudget => {
+                let reached = o.iter().all(|o| o.time_to_target_s.is_some());
+                let v = mean(o, |o| match o.time_to_target_s {
+                    Some(t) => o.best_within(table.budget_factor * t),
+                    None => o.best_accuracy,
+                });
+                value = Some(v * 100.0);
+                let note = if reached { "" } else { " (target not reached: best of the run)" };
+                match paper.value() {
+                    Some(p) => {
+                        let delta = v * 100.0 - p;
+                        let mark = judge(delta);
+                        format!("{paper_text} / {:.2} / {delta:+.2}{mark}{note}", v * 100.0)
                     }
-                    ColumnMetric::TimeToTarget | ColumnMetric::Budget => {
-                        match ours_time(col.metric, table.budget_factor, o) {
-                            Some(t) => {
-                                value = Some(t);
-                                format!("{paper_text} / {t:.1} s{}", ratio(t, fastest[c].1))
-                            }
-                            None => {
-                                format!("{paper_text} / target not reached in {:.0} s", mean(o, Outcome::duration_s))
-                            }
-                        }
-                    }
-                },
-                Some(Ours::NotRunAtScale) => format!("{paper_text} / ·"),
-                Some(Ours::MissingData) => format!("{paper_text} / no data"),
-                Some(Ours::NotFinished) => format!("{paper_text} / not finished"),
-            };
-            cells.push(json!({
-                "method": row.method, "level": row.level, "run": row.run,
-                "dataset": col.dataset, "setting": col.setting.id(), "metric": format!("{:?}", col.metric),
-                "paper": paper.value(), "best": best.map(|b| b * 100.0), "final": last.map(|l| l * 100.0),
-                "best_std": best_std.map(|s| s * 100.0),
-                "seeds": match &ours { Some(Ours::Done(o)) => o.len(), _ => 0 },
-                "value": value,
-                "delta": best.map(|b| b * 100.0).or(value.filter(|_| !is_time)).zip(paper.value()).map(|(b, p)| b - p),
-            }));
-            let _ = write!(line, " {text} |");
-        }
-        let _ = writeln!(md, "{line}");
-        if out_of_tolerance {
-            explained.push(row);
-        }
+                    None => format!("- / {:.2}{note}", v * 100.0),
+                }
+            }
+            ColumnMetric::TimeToTarget | ColumnMetric::Budget => match ours_time(col.metric, table.budget_factor, o) {
+                Some(t) => {
+                    value = Some(t);
+                    format!("{paper_text} / {t:.1} s{}", ratio(t, fastest.1))
+                }
+                None => format!("{paper_text} / target not reached in {:.0} s", mean(o, Outcome::duration_s)),
+            },
+        },
+        Some(Ours::NotRunAtScale) => format!("{paper_text} / not run"),
+        Some(Ours::MissingData(title)) => format!("{paper_text} / needs {title}"),
+        Some(Ours::NotFinished) => format!("{paper_text} / not finished"),
+    };
+    let json = json!({
+        "method": row.method, "level": row.level, "run": row.run,
+        "dataset": col.dataset, "setting": col.setting.id(), "metric": format!("{:?}", col.metric),
+        "paper": paper.value(), "best": best.map(|b| b * 100.0), "final": last.map(|l| l * 100.0),
+        "best_std": best_std.map(|s| s * 100.0),
+        "seeds": match &ours { Some(Ours::Done(o)) => o.len(), _ => 0 },
+        "value": value,
+        "delta": best.map(|b| b * 100.0).or(value.filter(|_| !col.metric.is_time())).zip(paper.value()).map(|(b, p)| b - p),
+        "within_tolerance": within,
+    });
+    Cell { text, json, within }
+}
+
+/// The notes under the table for the rows out of tolerance, in table order.
+fn explain(table: &PaperTable, rows: &[&PaperRow], notes: &Notes) -> Vec<String> {
+    let link = |row: &PaperRow| -> Option<String> {
+        let findings = notes.findings?;
+        let id = row.run.as_deref()?;
+        findings.has(id).then(|| format!("[findings]({}#{id})", findings.link))
+    };
+    if !notes.variants.is_empty() {
+        return rows
+            .iter()
+            .map(|row| {
+                let see = link(row).map_or(String::new(), |l| format!("; see the {l} on this row"));
+                format!(
+                    "- {}: its note in the scale's report describes the paper's protocol, which this report's \
+                     variants change{see}.",
+                    row.name()
+                )
+            })
+            .collect();
     }
-    let listed = |name: &str| explained.iter().any(|r| r.name() == name && r.known.is_some());
+    let listed = |name: &str| rows.iter().any(|r| r.name() == name && r.known.is_some());
     // A text borrowed from a row that is not listed is written out once, under the first row that
     // borrows it; the others point there.
     let mut written_under: Vec<(&str, String)> = Vec::new();
-    let explained: Vec<String> = explained
-        .iter()
+    rows.iter()
         .filter_map(|row| {
-            let text = match (&row.known, &row.known_as) {
-                (Some(known), _) => known.clone(),
-                (None, Some(other)) if listed(other) => format!("as {}.", other.trim_end_matches('.')),
+            let (text, source) = match (&row.known, &row.known_as) {
+                (Some(known), _) => (known.clone(), Some(*row)),
+                (None, Some(other)) if listed(other) => (format!("as {}.", other.trim_end_matches('.')), None),
                 (None, Some(other)) => match written_under.iter().find(|(o, _)| o == other) {
-                    Some((_, first)) => format!("as {}.", first.trim_end_matches('.')),
+                    Some((_, first)) => (format!("as {}.", first.trim_end_matches('.')), None),
                     None => {
-                        let text = table.rows.iter().find(|r| r.name() == *other)?.known.clone()?;
+                        let source = table.rows.iter().find(|r| r.name() == *other)?;
                         written_under.push((other.as_str(), row.name()));
-                        text
+                        (source.known.clone()?, Some(source))
                     }
                 },
-                (None, None) => "not explained: expected.toml gives this row no `known`.".to_string(),
+                (None, None) => ("not explained: expected.toml gives this row no `known`.".to_string(), None),
             };
-            Some(format!("- {}: {text}", row.name()))
+            let more = source.and_then(link).map_or(String::new(), |l| format!(" ({l})"));
+            Some(format!("- {}: {text}{more}", row.name()))
         })
-        .collect();
-    if compared > 0 {
-        let _ = writeln!(
-            md,
-            "\n{within} of {compared} compared accuracy cells within tolerance ({}).",
-            table.tolerance.iter().map(|(d, t)| format!("{d} ±{t}")).collect::<Vec<_>>().join(", ")
-        );
-    }
-    if !explained.is_empty() {
-        let _ =
-            writeln!(md, "\nWhat is known of the rows with cells out of tolerance (✗):\n\n{}", explained.join("\n"));
-    }
-    let _ = writeln!(md, "\n`·` = not run at this scale; `no data` = dataset not present.");
-    (md, cells)
+        .collect()
 }
 
 /// ` (r×)`: `v` relative to `fastest`, when known.
@@ -217,7 +297,8 @@ mod tests {
     use super::*;
     use crate::reproduce::grid::PlannedRun;
     use crate::reproduce::outcome::Point;
-    use crate::reproduce::report::expected::Expected;
+    use crate::reproduce::report::expected::{Expected, Findings};
+    use crate::reproduce::report::results::MissingData;
     use crate::reproduce::report::results::fixtures::{outcome, run};
 
     const EXPECTED: &str = r#"
@@ -250,12 +331,18 @@ mod tests {
         outcomes.insert("m-a0.1/a".to_string(), vec![outcome(0.95, 0.94), outcome(0.97, 0.96)]);
         outcomes.insert("m-a0.1/c".to_string(), vec![outcome(0.70, 0.70)]);
         outcomes.insert("m-a0.5/c".to_string(), vec![outcome(0.25, 0.2)]);
-        let missing = BTreeMap::from([("c".to_string(), "fetch c".to_string())]);
+        let missing =
+            BTreeMap::from([("c".to_string(), MissingData { title: "C-10".into(), fetch: "fetch c".into() })]);
         let results = Results { scale: "s", runs: &runs, outcomes, missing };
-        let (md, cells) = render_table(&expected.tables[0], &results);
+        let rendered = render_table(&expected.tables[0], &results, &Notes::default());
+        let md = rendered.markdown;
+        let cells = rendered.cells;
         // Row A: the mean over two seeds (best 96.0 ± √2, final 95.0), Δ = +1.8; α = 0.5 not run;
         // c missing.
-        assert!(md.contains("| A | L | 94.2 / 96.0 ± 1.4 / 95.0 / +1.8 | 90.0 / · | 60.0 / no data |"), "{md}");
+        assert!(
+            md.contains("| A | L | 94.2 / 96.0 ± 1.4 / 95.0 / +1.8 | 90.0 / not run | 60.0 / needs C-10 |"),
+            "{md}"
+        );
         assert!(md.contains("| B | Arb. | - | - | - |"), "{md}");
         // Row C: Δ = −10 is beyond ±3, with one of its two seeds; the paper's "-" cell fails as the
         // paper says.
@@ -265,7 +352,8 @@ mod tests {
             ),
             "{md}"
         );
-        assert!(md.contains("2 of 3 compared accuracy cells within tolerance"), "{md}");
+        assert!(md.contains("2 of 3 compared accuracy cells within tolerance (m ±3); the paper has 8."), "{md}");
+        assert_eq!(rendered.score, Score { within: 2, compared: 3, in_paper: 8 });
         assert!(md.contains("out of tolerance (✗):\n\n- C S: C is slow\n"), "{md}");
         assert!(!md.contains("D is different"), "row D is within tolerance: {md}");
         assert_eq!(cells.len(), 12);
@@ -302,7 +390,8 @@ mod tests {
             r#"{ method = "A", level = "L.", run = "a", paper = [80.0], known = "why A" },
                { method = "B", level = "S", run = "b", paper = [70.0], known_as = "A L." }"#,
         );
-        let (md, _) = render_table(&both.tables[0], &results);
+        let rendered = render_table(&both.tables[0], &results, &Notes::default());
+        let md = rendered.markdown;
         assert!(md.contains("- A L.: why A\n- B S: as A L.\n"), "{md}");
         // A within tolerance, B and C off: B quotes A's text, C points to B.
         let b_and_c = expected(
@@ -310,11 +399,13 @@ mod tests {
                { method = "B", level = "S", run = "b", paper = [70.0], known_as = "A L" },
                { method = "C", level = "S", run = "c", paper = [70.0], known_as = "A L" }"#,
         );
-        let (md, _) = render_table(&b_and_c.tables[0], &results);
+        let rendered = render_table(&b_and_c.tables[0], &results, &Notes::default());
+        let md = rendered.markdown;
         assert!(md.contains("out of tolerance (✗):\n\n- B S: why A\n- C S: as B S.\n"), "{md}");
         // B off with nothing said of it: listed as not explained, never left out.
         let silent = expected(r#"{ method = "B", level = "S", run = "b", paper = [70.0] }"#);
-        let (md, _) = render_table(&silent.tables[0], &results);
+        let rendered = render_table(&silent.tables[0], &results, &Notes::default());
+        let md = rendered.markdown;
         assert!(md.contains("- B S: not explained: expected.toml gives this row no `known`.\n"), "{md}");
     }
 
@@ -378,11 +469,29 @@ mod tests {
             ("m-main/ours".to_string(), vec![Outcome { time_to_target_s: None, ..timed(10.0) }]),
         ]);
         let results = Results { scale: "s", runs: &runs, outcomes, missing: BTreeMap::new() };
-        let (md, _) = render_table(&expected.tables[0], &results);
+        let rendered = render_table(&expected.tables[0], &results, &Notes::default());
+        let md = rendered.markdown;
         assert!(md.contains("| Method | m main | m acc | m main |"), "{md}");
         // Fastest reference: paper 200 s, ours 40 s. Within 3× its time to target FedAvg's best is
         // 60%; 36 points under the paper.
         assert!(md.contains("| FedAvg | 400.00 s (2.00×) / 100.0 s (2.50×) | 96.0 / 60.00 / -36.00 ✗ | 1200.00 s (2.00×) / 300.0 s (2.50×) |"), "{md}");
         assert!(md.contains("| Ours | 50.00 s (0.25×) / target not reached in 31 s | 60.0 / 90.00 / +30.00 ✗ (target not reached: best of the run) |"), "{md}");
+    }
+
+    #[test]
+    fn notes_link_the_findings_and_a_variant_report_points_there_instead_of_quoting() {
+        let expected: Expected = toml::from_str(EXPECTED).unwrap();
+        let runs = vec![run("m", 0.1, "c")];
+        let outcomes = BTreeMap::from([("m-a0.1/c".to_string(), vec![outcome(0.70, 0.70)])]);
+        let results = Results { scale: "s", runs: &runs, outcomes, missing: BTreeMap::new() };
+        let findings = Findings::parse("# F\n\n## c\n\nC is slow because...\n", "../f.md".into());
+        let notes = Notes { findings: Some(&findings), variants: &[] };
+        let md = render_table(&expected.tables[0], &results, &notes).markdown;
+        assert!(md.contains("- C S: C is slow ([findings](../f.md#c))\n"), "{md}");
+        let variants = ["code-data".to_string()];
+        let md = render_table(&expected.tables[0], &results, &Notes { findings: Some(&findings), variants: &variants })
+            .markdown;
+        assert!(!md.contains("C is slow"), "a variant changes what the note describes: {md}");
+        assert!(md.contains("- C S: its note in the scale's report describes the paper's protocol, which this report's variants change; see the [findings](../f.md#c) on this row.\n"), "{md}");
     }
 }
