@@ -35,14 +35,21 @@ pub struct Grid {
 }
 
 /// An alternative to the paper's choices (`--variant NAME[,NAME…]`): keys laid over some rows,
-/// after the scale's and the previous variant's. The runs and report go to
-/// `<scale>-<NAME>[+NAME…]/`; a run the variants leave unchanged is the scale's own run (see
-/// `records`).
+/// after the scale's and the previous variant's. The report goes to
+/// `variants/<scale>-<NAME>[+NAME…]/`; a run the variants leave unchanged is the scale's own
+/// run (see `records`). A variant states the hypothesis it tests before it is run; the index
+/// `reports/<paper>/variants.md` lists each with its verdict and the cells its reports moved.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Variant {
-    /// What it changes, for the report.
+    /// What it changes, in one line, for the index.
+    pub summary: String,
+    /// What it changes, in full, for the report's heading.
     pub what: String,
+    /// The claim it tests, written before its first run.
+    pub hypothesis: String,
+    /// What its runs showed (absent while open).
+    pub verdict: Option<String>,
     pub sets: Vec<VariantSet>,
 }
 
@@ -565,12 +572,18 @@ mod tests {
         [scales.small.datasets.d]
         alphas = [0.5]
         [variants.fast]
+        summary = "s"
+        hypothesis = "h"
         what = "a faster extra"
         sets = [{ rows = ["fig"], set = { "trainer.lr" = 0.5, "scheduler.rounds" = 5 } }]
         [variants.short]
+        summary = "s"
+        hypothesis = "h"
         what = "fewer rounds"
         sets = [{ datasets = ["d"], set = { "scheduler.rounds" = 3 } }]
         [variants.at-half]
+        summary = "s"
+        hypothesis = "h"
         what = "one setting's own key"
         sets = [{ settings = ["a0.5"], set = { "partition.counts" = [[[0, 1]]] } }]
     "#;

@@ -30,6 +30,7 @@ mod report;
 mod runner;
 mod server_loss;
 mod slurm;
+mod variants_index;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -233,6 +234,7 @@ pub fn run(o: Options) -> Result<()> {
     let outcomes = collect(&runs, &runner.records)?;
     let results = Results { scale: &o.scale, runs: &runs, outcomes, missing };
     let checks_failed = write_report(&grid, &expected, &results, &o, &report_dir)?;
+    variants_index::write(&grid, &reports)?;
     println!("report: {}", report_dir.display());
     if !failed.is_empty() {
         let list: Vec<String> = failed.iter().map(|(k, d)| format!("{k} ({})", d.display())).collect();

@@ -1,0 +1,191 @@
+//! `reports/<paper>/variants.md`, the index of a paper's variants (alternatives to the paper's
+//! choices, `--variant`): per variant its one-line change, the hypothesis it tested and the
+//! verdict (from `grid.toml`); per variant report, the seeds it has and the accuracy cells it
+//! moved against the scale's own report (both read from their `results.json`).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+use super::grid::Grid;
+
+/// Accuracy points a cell must move by to count as moved.
+const MOVED: f64 = 1.0;
+/// Moved cells listed per report, largest first.
+const LISTED: usize = 4;
+
+/// Writes `reports_dir/variants.md` for `grid`; nothing for a grid without variants.
+pub fn write(grid: &Grid, reports_dir: &Path) -> Result<()> {
+    if grid.variants.is_empty() {
+        return Ok(());
+    }
+    let path = reports_dir.join("variants.md");
+    std::fs::write(&path, render(grid, reports_dir)?).with_context(|| format!("writing {}", path.display()))
+}
+
+fn render(grid: &Grid, reports_dir: &Path) -> Result<String> {
+    let mut md = format!(
+        "# {}: variants\n\nEach variant changes one of the paper's choices to test a hypothesis written before its \
+         first run (`experiments/{}/grid.toml`); what every measurement showed, cell by cell, is in \
+         [findings.md](../../experiments/{}/findings.md).\n\n",
+        grid.paper, grid.paper, grid.paper
+    );
+    md.push_str("| Variant | What it changes | Hypothesis | Verdict |\n|---|---|---|---|\n");
+    for (name, v) in &grid.variants {
+        let verdict = v.verdict.as_deref().unwrap_or("open: not yet run at two seeds");
+        let _ = writeln!(md, "| `{name}` | {} | {} | {verdict} |", v.summary, v.hypothesis);
+    }
+    md.push_str(
+        "\n## Reports\n\nEach report made with variants, against the scale's own report: the seed sets it has, \
+         the accuracy cells within the paper's tolerance (scale → variants, over the cells both ran), and the \
+         cells that moved by at least 1 point (seed-1 best accuracy, %).\n\n\
+         | Report | Seeds | Within tolerance | Moved cells |\n|---|---|---|---|\n",
+    );
+    let dir = reports_dir.join("variants");
+    let mut labels: Vec<String> = std::fs::read_dir(&dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().join("results.json").is_file())
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .collect();
+    labels.sort();
+    for label in labels {
+        let Some(scale) = grid.scales.keys().find(|s| label.starts_with(&format!("{s}-"))) else { continue };
+        let base = read_cells(&reports_dir.join(scale).join("results.json"))?;
+        let ours = read_cells(&dir.join(&label).join("results.json"))?;
+        let _ = writeln!(
+            md,
+            "| [`{label}`](variants/{label}/summary.md) | {} | {} | {} |",
+            seed_sets(&dir.join(&label)),
+            within(&base, &ours),
+            moved(&base, &ours)
+        );
+    }
+    Ok(md)
+}
+
+/// The accuracy cells of a report, by (table, method and level, dataset and setting): the best
+/// accuracy and whether it is within the paper's tolerance.
+type Cells = BTreeMap<(String, String, String), (f64, Option<bool>)>;
+
+/// The finished accuracy cells of `results.json`; none if the file does not exist.
+fn read_cells(path: &Path) -> Result<Cells> {
+    let mut cells = BTreeMap::new();
+    if !path.is_file() {
+        return Ok(cells);
+    }
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let json: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    for (table, table_cells) in json["tables"].as_object().into_iter().flatten() {
+        for c in table_cells.as_array().into_iter().flatten() {
+            let Some(best) = c["best"].as_f64() else { continue };
+            let row = format!("{} {}", c["method"].as_str().unwrap_or(""), c["level"].as_str().unwrap_or(""));
+            let column = format!("{} {}", c["dataset"].as_str().unwrap_or(""), c["setting"].as_str().unwrap_or(""));
+            cells.insert((table.clone(), row.trim().to_string(), column), (best, c["within_tolerance"].as_bool()));
+        }
+    }
+    Ok(cells)
+}
+
+/// `1; 1-2-3`: the seed sets a report directory holds (seed 1 alone is its own results).
+fn seed_sets(dir: &Path) -> String {
+    let mut sets = vec!["1".to_string()];
+    let mut more: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.strip_prefix("seeds-").map(str::to_string))
+        .collect();
+    more.sort();
+    sets.extend(more);
+    sets.join("; ")
+}
+
+/// `scale → variants of both`: cells within tolerance over the cells both reports ran.
+fn within(base: &Cells, ours: &Cells) -> String {
+    let both: Vec<_> = ours.iter().filter_map(|(k, v)| Some((base.get(k)?.1?, v.1?))).collect();
+    let count = |f: fn(&(bool, bool)) -> bool| both.iter().filter(|c| f(c)).count();
+    format!("{} → {} of {}", count(|c| c.0), count(|c| c.1), both.len())
+}
+
+/// The cells that moved by at least `MOVED` points, largest first.
+fn moved(base: &Cells, ours: &Cells) -> String {
+    let mut moves: Vec<(f64, String)> = ours
+        .iter()
+        .filter_map(|(k, (after, _))| {
+            let (before, _) = base.get(k)?;
+            let d = after - before;
+            (d.abs() >= MOVED).then(|| (d.abs(), format!("{} {}: {before:.1} → {after:.1}", k.1, k.2)))
+        })
+        .collect();
+    if moves.is_empty() {
+        return "none".into();
+    }
+    moves.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let n = moves.len();
+    let shown: Vec<String> = moves.into_iter().take(LISTED).map(|(_, s)| s).collect();
+    let rest = if n > LISTED { format!("; {} more", n - LISTED) } else { String::new() };
+    format!("{n}: {}{rest}", shown.join("; "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_index_lists_variants_and_the_cells_their_reports_moved() {
+        let tmp = tempfile::tempdir().unwrap();
+        let grid: Grid = toml::from_str(
+            r#"
+            paper = "p"
+            title = "t"
+            rows = []
+            datasets = {}
+            scales = { full = {} }
+            [variants.v]
+            sets = []
+            summary = "the code's data"
+            what = "the code's data, in full"
+            hypothesis = "the offset is the data"
+            verdict = "confirmed"
+            [variants.w]
+            summary = "a faster rate"
+            what = "…"
+            hypothesis = "the rate"
+            sets = []
+            "#,
+        )
+        .unwrap();
+        let results = |cells: &[(&str, f64, bool)]| {
+            let cells: Vec<serde_json::Value> = cells
+                .iter()
+                .map(|(setting, best, ok)| {
+                    serde_json::json!({"method": "A", "level": "L", "dataset": "m", "setting": setting,
+                        "best": best, "within_tolerance": ok})
+                })
+                .collect();
+            serde_json::json!({ "tables": { "t2": cells } }).to_string()
+        };
+        for (dir, cells) in [
+            ("full", results(&[("a0.1", 90.0, false), ("a0.5", 95.0, true), ("a0.9", 96.0, true)])),
+            ("variants/full-v", results(&[("a0.1", 86.5, true), ("a0.5", 95.4, true)])),
+        ] {
+            std::fs::create_dir_all(tmp.path().join(dir)).unwrap();
+            std::fs::write(tmp.path().join(dir).join("results.json"), cells).unwrap();
+        }
+        std::fs::create_dir_all(tmp.path().join("variants/full-v/seeds-1-2")).unwrap();
+        write(&grid, tmp.path()).unwrap();
+        let md = std::fs::read_to_string(tmp.path().join("variants.md")).unwrap();
+        assert!(md.contains("| `v` | the code's data | the offset is the data | confirmed |"), "{md}");
+        assert!(md.contains("| `w` | a faster rate | the rate | open: not yet run at two seeds |"), "{md}");
+        assert!(
+            md.contains(
+                "| [`full-v`](variants/full-v/summary.md) | 1; 1-2 | 1 → 2 of 2 | 1: A L m a0.1: 90.0 → 86.5 |"
+            ),
+            "{md}"
+        );
+    }
+}
