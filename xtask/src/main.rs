@@ -59,7 +59,10 @@ fn main() -> ExitCode {
         Command::Run { args } => commands::run::run(&args),
         Command::Test { args } => commands::test::run(&args),
         Command::Bench { args } => commands::bench::run(&args),
-        Command::Reproduce(args) => args.into_options().and_then(reproduce::run),
+        Command::Reproduce(args) => args.into_request().and_then(|request| match request {
+            reproduce::Request::List => reproduce::list(),
+            reproduce::Request::Reproduce(o) => reproduce::run(o),
+        }),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -52,7 +52,11 @@ use slurm::SlurmArray;
 #[derive(Debug, clap::Args)]
 pub struct ReproduceArgs {
     /// The paper: a folder of `experiments/` holding a `grid.toml` (kdd23, fedraa, asyncnc).
-    paper: String,
+    #[arg(required_unless_present = "list")]
+    paper: Option<String>,
+    /// Print every paper's scales, variants and datasets (and whether each is here), then stop.
+    #[arg(long, exclusive = true)]
+    list: bool,
     /// smoke, reduced or full (the grid's scales).
     #[arg(long, default_value = "full")]
     scale: String,
@@ -91,6 +95,13 @@ pub struct ReproduceArgs {
     emit: Option<Vec<String>>,
 }
 
+/// What `cargo xtask reproduce` does.
+#[derive(Debug)]
+pub enum Request {
+    List,
+    Reproduce(Options),
+}
+
 #[derive(Debug)]
 pub struct Options {
     paper: String,
@@ -113,8 +124,16 @@ pub struct Options {
 }
 
 impl ReproduceArgs {
-    /// The options, checked beyond what each flag's parser checks.
-    pub fn into_options(self) -> Result<Options> {
+    /// The request, checked beyond what each flag's parser checks.
+    pub fn into_request(self) -> Result<Request> {
+        match self.paper.clone() {
+            _ if self.list => Ok(Request::List),
+            Some(paper) => self.into_options(paper).map(Request::Reproduce),
+            None => bail!("name a paper (a folder of experiments/), or --list"),
+        }
+    }
+
+    fn into_options(self, paper: String) -> Result<Options> {
         let emit_slurm = match self.emit.as_deref() {
             None => None,
             Some([kind, dir]) if kind == "slurm" => Some(PathBuf::from(dir)),
@@ -130,7 +149,7 @@ impl ReproduceArgs {
             bail!("--emit and --report-only exclude each other: emit the job array, then collect with --report-only");
         }
         Ok(Options {
-            paper: self.paper,
+            paper,
             scale: self.scale,
             variants: self.variants,
             only: self.only,
@@ -149,10 +168,21 @@ impl ReproduceArgs {
 
 /// `cargo xtask reproduce` with `args` (after the word `reproduce`), as other xtasks call it.
 pub fn run_args(args: &[&str]) -> Result<()> {
-    run(parse(args)?)
+    match parse_request(args)? {
+        Request::List => list(),
+        Request::Reproduce(o) => run(o),
+    }
 }
 
+#[cfg(test)]
 fn parse(args: &[&str]) -> Result<Options> {
+    match parse_request(args)? {
+        Request::Reproduce(o) => Ok(o),
+        Request::List => bail!("--list reproduces nothing"),
+    }
+}
+
+fn parse_request(args: &[&str]) -> Result<Request> {
     #[derive(clap::Parser)]
     #[command(name = "cargo xtask reproduce")]
     struct Line {
@@ -160,7 +190,52 @@ fn parse(args: &[&str]) -> Result<Options> {
         args: ReproduceArgs,
     }
     let line = <Line as clap::Parser>::try_parse_from(std::iter::once("reproduce").chain(args.iter().copied()))?;
-    line.args.into_options()
+    line.args.into_request()
+}
+
+/// Builds the `fl` binary the runs use (after provisioning libtorch and MNIST) and returns its path.
+fn build_fl() -> Result<PathBuf> {
+    crate::setup::run()?;
+    run_cmd(cargo().args(["build", "--release", "--quiet", "-p", "fl-cli"]))?;
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| workspace_root().join("target"), PathBuf::from);
+    Ok(target.join("release").join("fl"))
+}
+
+/// `--list`: every paper's scales, variants and datasets, and which datasets are here.
+pub fn list() -> Result<()> {
+    let fl = build_fl()?;
+    let experiments = workspace_root().join("experiments");
+    let mut papers: Vec<PathBuf> = std::fs::read_dir(&experiments)
+        .with_context(|| format!("reading {}", experiments.display()))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join("grid.toml").is_file())
+        .collect();
+    papers.sort();
+    for dir in papers {
+        let grid = Grid::load(&dir.join("grid.toml"))?;
+        let missing = missing_datasets(&fl, &grid)?;
+        println!("{}: {}", grid.paper, grid.title);
+        println!("  scales: {}", grid.scales.keys().cloned().collect::<Vec<_>>().join(", "));
+        println!("  datasets:");
+        for (d, entry) in &grid.datasets {
+            let title = entry.title.as_deref().unwrap_or(d);
+            match missing.get(d) {
+                None => println!("    {d} ({title}): present"),
+                Some(m) => println!(
+                    "    {d} ({title}): not here; `fl data info {d}` says where its files go, or `{}`",
+                    m.fetch
+                ),
+            }
+        }
+        if !grid.variants.is_empty() {
+            println!("  variants (reports/{}/variants.md):", grid.paper);
+            for (name, v) in &grid.variants {
+                println!("    {name}: {}", v.summary);
+            }
+        }
+    }
+    Ok(())
 }
 
 pub fn run(o: Options) -> Result<()> {
@@ -188,10 +263,7 @@ pub fn run(o: Options) -> Result<()> {
         }
     };
 
-    crate::setup::run()?;
-    run_cmd(cargo().args(["build", "--release", "--quiet", "-p", "fl-cli"]))?;
-    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
-    let fl = target.join("release").join("fl");
+    let fl = build_fl()?;
 
     // Every dataset of the grid, selected or not, so that a cell says whether its data is here.
     let missing = missing_datasets(&fl, &grid)?;
@@ -555,6 +627,15 @@ mod tests {
         assert_eq!(std::fs::read_dir(&records.root).unwrap().count(), 1, "an unfinished run leaves no record");
         let elsewhere = PlannedRun::example(&tmp.path().join("runs/c"), "seed = 1\n");
         assert!(records.restore(&elsewhere).unwrap(), "a later reproduction restores it");
+    }
+
+    #[test]
+    fn list_stands_alone_and_a_paper_is_needed_without_it() {
+        assert!(matches!(parse_request(&args("--list")).unwrap(), Request::List));
+        let err = parse_request(&args("--list kdd23")).unwrap_err().to_string();
+        assert!(err.contains("cannot be used with"), "{err}");
+        let err = parse_request(&args("--scale smoke")).unwrap_err().to_string();
+        assert!(err.contains("<PAPER>"), "{err}");
     }
 
     #[test]
