@@ -61,7 +61,7 @@ fn main() -> ExitCode {
         Command::Bench { args } => commands::bench::run(&args),
         Command::Reproduce(args) => args.into_request().and_then(|request| match request {
             reproduce::Request::List => reproduce::list(),
-            reproduce::Request::Reproduce(o) => reproduce::run(o),
+            reproduce::Request::Reproduce(o) => reproduce::run(*o),
         }),
     };
     match result {

@@ -99,7 +99,7 @@ pub struct ReproduceArgs {
 #[derive(Debug)]
 pub enum Request {
     List,
-    Reproduce(Options),
+    Reproduce(Box<Options>),
 }
 
 #[derive(Debug)]
@@ -128,7 +128,7 @@ impl ReproduceArgs {
     pub fn into_request(self) -> Result<Request> {
         match self.paper.clone() {
             _ if self.list => Ok(Request::List),
-            Some(paper) => self.into_options(paper).map(Request::Reproduce),
+            Some(paper) => self.into_options(paper).map(|o| Request::Reproduce(Box::new(o))),
             None => bail!("name a paper (a folder of experiments/), or --list"),
         }
     }
@@ -170,14 +170,14 @@ impl ReproduceArgs {
 pub fn run_args(args: &[&str]) -> Result<()> {
     match parse_request(args)? {
         Request::List => list(),
-        Request::Reproduce(o) => run(o),
+        Request::Reproduce(o) => run(*o),
     }
 }
 
 #[cfg(test)]
 fn parse(args: &[&str]) -> Result<Options> {
     match parse_request(args)? {
-        Request::Reproduce(o) => Ok(o),
+        Request::Reproduce(o) => Ok(*o),
         Request::List => bail!("--list reproduces nothing"),
     }
 }
