@@ -132,11 +132,37 @@ fn two_proximal_steps_match_the_hand_computation() {
 }
 
 #[test]
-fn zero_init_only_masking_lets_masked_weights_train() {
-    let mask_w = Tensor::from_slice(&[1.0f32, 0.0, 0.0, 1.0]).reshape([2, 2]);
-    let cfg = SgdConfig { masking: fl_core::trainer::sgd::Masking::ZeroInitOnly, ..Default::default() };
-    let out = sgd(cfg).train(job(Some(vec![Some(mask_w), None]))).unwrap();
-    let before: Vec<f32> = Vec::try_from(&start_params().tensors()[0].flatten(0, -1)).unwrap();
-    let after: Vec<f32> = Vec::try_from(&out.params.tensors()[0].flatten(0, -1)).unwrap();
-    assert!(after[1] != before[1] || after[2] != before[2], "masked-out weights train under zero-init-only");
+fn zero_init_only_masking_trains_the_masked_out_weights_from_zero() {
+    // The engine hands a client the masked model (masked-out weights 0). The authors' code
+    // (KDD'23) then trains every weight; the paper masks the gradients so those stay 0. One batch
+    // of samples 0 and 1 of `tiny_dataset` (x₀ = (1, 0) of class 0, x₁ = (0, 1) of class 1),
+    // η = 1, mask [[1, 0], [0, 1]] on W, W₀ = [[0.5, 0], [0, 0.5]], b₀ = (0.3, 0.3).
+    //
+    // x₀'s logits are (0.8, 0.3), x₁'s (0.3, 0.8): each true class leads by 0.5, so
+    // p_true = σ(0.5) and p − y is (−2c, 2c) for x₀, (2c, −2c) for x₁ with
+    // c = ½ (1 − σ(0.5)) = 0.1887703344. The batch mean of (p − y) xᵀ is [[−c, c], [c, −c]], of
+    // p − y for b (0, 0). Zero-init-only: W₁ = [[0.5 + c, −c], [−c, 0.5 + c]]; masked gradients:
+    // W₁ = [[0.5 + c, 0], [0, 0.5 + c]].
+    let c = 0.5 * (1.0 - 1.0 / (1.0 + (-0.5f64).exp()));
+    assert!((c - 0.1887703344).abs() < 1e-9, "the comment's number");
+    let trained = |masking| {
+        let w0 = Tensor::from_slice(&[0.5f32, 0.0, 0.0, 0.5]).reshape([2, 2]);
+        let params = ParamSet::new(vec!["w".into(), "b".into()], vec![w0, Tensor::from_slice(&[0.3f32, 0.3])]).unwrap();
+        let mask_w = Tensor::from_slice(&[1.0f32, 0.0, 0.0, 1.0]).reshape([2, 2]);
+        let job = TrainJob { params, indices: Tensor::from_slice(&[0i64, 1]), ..job(Some(vec![Some(mask_w), None])) };
+        let cfg = SgdConfig { lr: 1.0, batch_size: 2, steps: Some(1), masking, ..Default::default() };
+        let out = Sgd::new(cfg).train(job).unwrap();
+        let got: Vec<f32> =
+            out.params.tensors().iter().flat_map(|t| Vec::<f32>::try_from(&t.flatten(0, -1)).unwrap()).collect();
+        got
+    };
+    for (masking, want) in [
+        (fl_core::trainer::sgd::Masking::ZeroInitOnly, [0.5 + c, -c, -c, 0.5 + c, 0.3, 0.3]),
+        (fl_core::trainer::sgd::Masking::Gradient, [0.5 + c, 0.0, 0.0, 0.5 + c, 0.3, 0.3]),
+    ] {
+        let got = trained(masking);
+        for (g, w) in got.iter().zip(want) {
+            assert!((f64::from(*g) - w).abs() < 1e-6, "{masking:?}: got {got:?}, want {want:?}");
+        }
+    }
 }
