@@ -1,6 +1,7 @@
 //! PNG plots for report figures: line panels (accuracy and test loss against rounds, several curves per panel,
-//! either axis linear or base-10 logarithmic) and bar panels (one bar per category, e.g. how often each client
-//! took part).
+//! each with an optional band such as mean ± standard deviation over seeds, either axis linear or base-10
+//! logarithmic), scatter panels (markers, with grey guide lines such as a diagonal) and bar panels (one bar
+//! per category, e.g. how often each client took part).
 //!
 //! Drawn with `plotters`' bitmap backend and an embedded font (Ubuntu Light from `epaint_default_fonts`)
 //! rendered through `ab_glyph`, so figures come out the same on a bare CI machine with no fonts, fontconfig
@@ -20,9 +21,27 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 /// One curve: its legend label and its `(x, y)` points in drawing order.
+///
+/// Build it with the fields that matter and `..Series::default()` for the rest: a line, no band.
+#[derive(Default, Clone)]
 pub struct Series {
     pub label: String,
     pub points: Vec<(f64, f64)>,
+    pub style: SeriesStyle,
+    /// A shaded band behind the line: `(x, low, high)` in drawing order (e.g. mean ± std over seeds).
+    pub band: Vec<(f64, f64, f64)>,
+}
+
+/// How a series is drawn.
+#[derive(Default, Clone, Copy, PartialEq, Eq, Debug)]
+pub enum SeriesStyle {
+    /// A line in the next colour of the palette.
+    #[default]
+    Line,
+    /// Filled circles in the next colour of the palette, not joined.
+    Markers,
+    /// A thin grey dashed line, for a reference such as y = x: it takes no colour of the palette.
+    Guide,
 }
 
 /// One chart with its own axes: curves with a legend, or, when `bars` is set, a bar chart.
@@ -42,13 +61,19 @@ pub struct Panel {
     /// and with its value above it. Such a panel has no `series` and linear axes (bars start at zero); a
     /// non-finite value leaves its slot empty.
     pub bars: Option<Vec<(String, f64)>>,
+    /// The x axis' range instead of the data's; points outside it are left out.
+    pub x_range: Option<(f64, f64)>,
+    /// The y axis' range instead of the data's (a zoom on the region where curves differ); points
+    /// outside it are left out and break their curve.
+    pub y_range: Option<(f64, f64)>,
 }
 
 impl Panel {
     /// Whether a point can be drawn on this panel's axes: finite, and positive on a log axis.
     fn places(&self, (x, y): (f64, f64)) -> bool {
         let fits = |v: f64, log: bool| v.is_finite() && (!log || v > 0.0);
-        fits(x, self.x_log) && fits(y, self.y_log)
+        let inside = |v: f64, range: Option<(f64, f64)>| range.is_none_or(|(lo, hi)| (lo..=hi).contains(&v));
+        fits(x, self.x_log) && fits(y, self.y_log) && inside(x, self.x_range) && inside(y, self.y_range)
     }
 }
 
@@ -128,8 +153,14 @@ fn frame<'a, 'b>(
 fn draw_lines(area: &DrawingArea<BitMapBackend<'_>, Shift>, panel: &Panel) -> Result<()> {
     let placeable: Vec<(f64, f64)> =
         panel.series.iter().flat_map(|s| &s.points).copied().filter(|&p| panel.places(p)).collect();
-    let x_range = axis_range_on(placeable.iter().map(|p| p.0), 0.0, panel.x_log);
-    let y_range = axis_range_on(placeable.iter().map(|p| p.1), 0.05, panel.y_log);
+    let x_range = match panel.x_range {
+        Some((lo, hi)) => lo..hi,
+        None => axis_range_on(placeable.iter().map(|p| p.0), 0.0, panel.x_log),
+    };
+    let y_range = match panel.y_range {
+        Some((lo, hi)) => lo..hi,
+        None => axis_range_on(placeable.iter().map(|p| p.1), 0.05, panel.y_log),
+    };
     // The legend avoids the crowded quarter as it looks on the page, that is in log units on a log axis.
     let to_axis = |v: f64, log: bool| if log { v.log10() } else { v };
     let on_page = |r: &Range<f64>, log: bool| to_axis(r.start, log)..to_axis(r.end, log);
@@ -176,18 +207,45 @@ where
     }
     mesh.draw()?;
 
-    for (series, &color) in panel.series.iter().zip(PALETTE.iter().cycle()) {
-        let style = color.stroke_width(2);
-        let mut segments = segments(&series.points, |p| panel.places(p)).into_iter();
-        // The first segment (possibly empty) carries the legend entry, so a series with no placeable point
-        // is still listed.
-        let first = segments.next().unwrap_or_default();
-        chart
-            .draw_series(line(first, style))?
-            .label(&series.label)
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 24, y)], style));
-        for segment in segments {
-            chart.draw_series(line(segment, style))?;
+    let guide = RGBColor(150, 150, 150);
+    let mut colors = PALETTE.iter().cycle();
+    for series in &panel.series {
+        let color = if series.style == SeriesStyle::Guide { guide } else { *colors.next().expect("a cycle") };
+        // Bands first, under every line: a translucent polygon between the low and high edges.
+        let band: Vec<(f64, f64)> = series
+            .band
+            .iter()
+            .map(|&(x, lo, _)| (x, lo))
+            .chain(series.band.iter().rev().map(|&(x, _, hi)| (x, hi)))
+            .filter(|&p| panel.places(p))
+            .collect();
+        if band.len() > 2 {
+            chart.draw_series(std::iter::once(Polygon::new(band, color.mix(0.18).filled())))?;
+        }
+        match series.style {
+            SeriesStyle::Markers => {
+                let points: Vec<(f64, f64)> = series.points.iter().copied().filter(|&p| panel.places(p)).collect();
+                let drawn = chart.draw_series(points.into_iter().map(|p| Circle::new(p, 5, color.filled())))?;
+                if !series.label.is_empty() {
+                    drawn.label(&series.label).legend(move |(x, y)| Circle::new((x + 12, y), 5, color.filled()));
+                }
+            }
+            SeriesStyle::Line | SeriesStyle::Guide => {
+                let style =
+                    if series.style == SeriesStyle::Guide { color.stroke_width(1) } else { color.stroke_width(2) };
+                let mut segments = segments(&series.points, |p| panel.places(p)).into_iter();
+                // The first segment (possibly empty) carries the legend entry, so a series with no placeable
+                // point is still listed.
+                let first = segments.next().unwrap_or_default();
+                let drawn = chart.draw_series(line(first, style))?;
+                // An unlabelled series (a second guide line of a band) takes no legend entry.
+                if !series.label.is_empty() {
+                    drawn.label(&series.label).legend(move |(x, y)| PathElement::new([(x, y), (x + 24, y)], style));
+                }
+                for segment in segments {
+                    chart.draw_series(line(segment, style))?;
+                }
+            }
         }
     }
 
@@ -325,7 +383,11 @@ mod tests {
     use super::*;
 
     fn curve(label: &str, f: impl Fn(f64) -> f64) -> Series {
-        Series { label: label.to_string(), points: (0..=50).map(|r| (f64::from(r), f(f64::from(r)))).collect() }
+        Series {
+            label: label.to_string(),
+            points: (0..=50).map(|r| (f64::from(r), f(f64::from(r)))).collect(),
+            ..Series::default()
+        }
     }
 
     fn example() -> Vec<Panel> {
@@ -391,7 +453,11 @@ mod tests {
             title: title.to_string(),
             x_label: "Round".to_string(),
             y_label: "Loss".to_string(),
-            series: vec![Series { label: "all NaN".to_string(), points: vec![(0.0, f64::NAN), (1.0, f64::NAN)] }],
+            series: vec![Series {
+                label: "all NaN".to_string(),
+                points: vec![(0.0, f64::NAN), (1.0, f64::NAN)],
+                ..Series::default()
+            }],
             ..Panel::default()
         };
         write_png(&path, &[empty("a"), empty("b"), empty("c")]).unwrap();
@@ -425,8 +491,11 @@ mod tests {
     /// with a non-positive point (round 0, and a zero loss) that each break the curve.
     fn log_log_panel() -> Panel {
         let loss = |r: f64| 0.002 + 1.3 * (-r / 40.0).exp();
-        let mut server =
-            Series { label: "server".into(), points: (0..=1000).map(|r| (f64::from(r), loss(f64::from(r)))).collect() };
+        let mut server = Series {
+            label: "server".into(),
+            points: (0..=1000).map(|r| (f64::from(r), loss(f64::from(r)))).collect(),
+            ..Series::default()
+        };
         server.points[500].1 = 0.0;
         Panel {
             title: "Server loss".into(),
@@ -437,6 +506,7 @@ mod tests {
                 Series {
                     label: "slower".into(),
                     points: (1..=1000).map(|r| (f64::from(r), loss(f64::from(r) / 3.0))).collect(),
+                    ..Series::default()
                 },
             ],
             x_log: true,
@@ -481,7 +551,11 @@ mod tests {
         let path = dir.path().join("empty-log.png");
         let panel = Panel {
             title: "Server loss".into(),
-            series: vec![Series { label: "zero".into(), points: vec![(0.0, 0.0), (1.0, -1.0), (2.0, f64::NAN)] }],
+            series: vec![Series {
+                label: "zero".into(),
+                points: vec![(0.0, 0.0), (1.0, -1.0), (2.0, f64::NAN)],
+                ..Series::default()
+            }],
             x_log: true,
             y_log: true,
             ..Panel::default()
@@ -555,5 +629,45 @@ mod tests {
         write_png(&path, &[Panel { bars: Some(Vec::new()), ..participation_panel() }]).unwrap();
         write_png(&path, &[Panel { bars: Some(vec![("0".into(), f64::NAN)]), ..participation_panel() }]).unwrap();
         assert_eq!(png_size(&std::fs::read(&path).unwrap()), PANEL_SIZE);
+    }
+
+    #[test]
+    fn writes_markers_guides_bands_and_fixed_ranges() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("scatter.png");
+        let guide = |label: &str, shift: f64| Series {
+            label: label.into(),
+            points: vec![(0.0, shift), (100.0, 100.0 + shift)],
+            style: SeriesStyle::Guide,
+            ..Series::default()
+        };
+        let scatter = Panel {
+            title: "ours against the paper".into(),
+            series: vec![
+                guide("ours = paper", 0.0),
+                guide("", 3.0),
+                Series {
+                    label: "A".into(),
+                    points: vec![(50.0, 52.0), (f64::NAN, 1.0), (200.0, 1.0)],
+                    style: SeriesStyle::Markers,
+                    ..Series::default()
+                },
+            ],
+            x_range: Some((0.0, 100.0)),
+            y_range: Some((0.0, 100.0)),
+            ..Panel::default()
+        };
+        let banded = Panel {
+            title: "mean ± std".into(),
+            series: vec![Series {
+                label: "B".into(),
+                points: vec![(0.0, 1.0), (1.0, 2.0)],
+                band: vec![(0.0, 0.5, 1.5), (1.0, 1.5, 2.5)],
+                ..Series::default()
+            }],
+            ..Panel::default()
+        };
+        write_png(&path, &[scatter, banded]).unwrap();
+        assert_eq!(png_size(&std::fs::read(&path).unwrap()), (2 * PANEL_SIZE.0, PANEL_SIZE.1));
     }
 }

@@ -1,64 +1,62 @@
-//! The grid's figures: test accuracy and/or test loss against rounds or virtual time, one panel
-//! per (dataset, setting) and metric, one curve per run (the first seed). A panel whose setting
-//! is not run at this scale shows the scale's first setting of the dataset instead, and says so
-//! in its title. Sweep figures plot one row's time to target or best accuracy against a setting
-//! coordinate (β, M), one line per value of another.
+//! The grid's figures, one PNG per paper figure with its panels side by side: test accuracy
+//! and/or test loss against rounds or virtual time, one panel per (dataset, setting) and metric,
+//! one curve per run named as the paper names it (the mean over seeds with a ± one standard
+//! deviation band when several seeds finished). An accuracy panel whose curves end close together
+//! gets a second panel zoomed on the last half of the run, and a figure against virtual time a bar
+//! panel of each run's time to target. A panel whose setting is not run at this scale shows the
+//! scale's first setting of the dataset instead, and says so in its title. Sweep figures plot one
+//! row's time to target or best accuracy against a setting coordinate (β, M), one line per value
+//! of another.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
-use super::grid::{DatasetEntry, Figure, Grid, SettingRef, Sweep, group};
-use super::report::Results;
+use super::grid::{DatasetEntry, Figure, Grid, PanelSpec, Sweep, group};
+use super::outcome::Outcome;
+use super::report::{Expected, Results};
 use crate::plot::{Panel, Series, write_png};
 
-/// Writes every figure with at least one curve into `dir`; returns their titles and files.
-pub fn write_figures(figures: &[Figure], results: &Results, dir: &Path) -> Result<Vec<(String, PathBuf)>> {
-    let mut written = Vec::new();
-    for figure in figures {
-        let mut panels = Vec::new();
-        for spec in &figure.panels {
-            let wanted = spec.setting.id();
-            let Some(setting) = resolve_setting(results, &spec.dataset, &wanted, &spec.runs) else { continue };
-            let group = group(&spec.dataset, &setting);
-            let shown = |id: &str| match &spec.setting {
-                SettingRef::Alpha(_) => format!("α = {}", id.trim_start_matches('a')),
-                SettingRef::Id(_) => id.to_string(),
-            };
-            let note = if setting == wanted { String::new() } else { format!(" (paper: {})", shown(&wanted)) };
-            let by_time = figure.x == "time";
-            for metric in &figure.metrics {
-                let series = spec
-                    .runs
-                    .iter()
-                    .filter_map(|id| {
-                        let outcome = results.outcomes.get(&format!("{group}/{id}"))?.first()?;
-                        let points = outcome
-                            .curve
-                            .iter()
-                            .map(|p| {
-                                let x = if by_time { p.time_s } else { p.version };
-                                (x, if metric == "loss" { p.loss } else { p.accuracy * 100.0 })
-                            })
-                            .collect();
-                        Some(Series { label: id.clone(), points })
-                    })
-                    .collect::<Vec<_>>();
-                if series.is_empty() {
-                    continue;
-                }
-                let (name, y_label) =
-                    if metric == "loss" { ("test loss", "cross-entropy") } else { ("test accuracy", "accuracy (%)") };
-                panels.push(Panel {
-                    title: format!("{} {}{note}: {name}", spec.dataset, shown(&setting)),
-                    x_label: if by_time { "virtual time (s)".into() } else { "round".into() },
-                    y_label: y_label.into(),
-                    series,
-                    ..Panel::default()
-                });
+/// A zoom panel is added when the curves' last halves span less than this share of the panel.
+const ZOOM_BELOW: f64 = 0.25;
+
+/// The legend name of every row and extra run: its `label`, else its row's "Method Level" in the
+/// paper's tables, else its id.
+pub fn run_names(grid: &Grid, expected: &Expected) -> BTreeMap<String, String> {
+    let mut names = BTreeMap::new();
+    for table in &expected.tables {
+        for row in &table.rows {
+            if let Some(run) = &row.run {
+                names.entry(run.clone()).or_insert_with(|| row.name());
             }
         }
+    }
+    let labels = grid.rows.iter().map(|r| (&r.id, &r.label)).chain(grid.extra.iter().map(|e| (&e.id, &e.label)));
+    for (id, label) in labels {
+        match label {
+            Some(l) => {
+                names.insert(id.clone(), l.clone());
+            }
+            None => {
+                names.entry(id.clone()).or_insert_with(|| id.clone());
+            }
+        }
+    }
+    names
+}
+
+/// Writes every figure with at least one curve into `dir`; returns their titles and files.
+pub fn write_figures(
+    grid: &Grid,
+    names: &BTreeMap<String, String>,
+    results: &Results,
+    dir: &Path,
+) -> Result<Vec<(String, PathBuf)>> {
+    let mut written = Vec::new();
+    for figure in &grid.figures {
+        let panels: Vec<Panel> =
+            figure.panels.iter().flat_map(|spec| panels_of(grid, figure, spec, names, results)).collect();
         if panels.is_empty() {
             continue;
         }
@@ -67,6 +65,133 @@ pub fn write_figures(figures: &[Figure], results: &Results, dir: &Path) -> Resul
         written.push((figure.title.clone(), path));
     }
     Ok(written)
+}
+
+/// The panels of one (dataset, setting) of a figure: per metric a curve panel, a zoom where the
+/// curves end close together, and the time-to-target bars of a figure against virtual time.
+fn panels_of(
+    grid: &Grid,
+    figure: &Figure,
+    spec: &PanelSpec,
+    names: &BTreeMap<String, String>,
+    results: &Results,
+) -> Vec<Panel> {
+    let wanted = spec.setting.id();
+    let Some(setting) = resolve_setting(results, &spec.dataset, &wanted, &spec.runs) else { return Vec::new() };
+    let group = group(&spec.dataset, &setting);
+    let entry = grid.datasets.get(&spec.dataset);
+    let words = |id: &str| entry.map_or_else(|| id.to_string(), |e| e.setting_words(id));
+    let dataset = entry.and_then(|e| e.title.clone()).unwrap_or_else(|| spec.dataset.clone());
+    let note = if setting == wanted { String::new() } else { format!(" (the paper's: {})", words(&wanted)) };
+    let place = format!("{dataset}, {}{note}", words(&setting));
+    let by_time = figure.x == "time";
+    let runs: Vec<(&String, &[Outcome])> = spec
+        .runs
+        .iter()
+        .filter_map(|id| Some((id, results.outcomes.get(&format!("{group}/{id}"))?.as_slice())))
+        .filter(|(_, o)| !o.is_empty())
+        .collect();
+    if runs.is_empty() {
+        return Vec::new();
+    }
+    let name = |id: &String| names.get(id).cloned().unwrap_or_else(|| id.clone());
+    let mut panels = Vec::new();
+    for metric in &figure.metrics {
+        let loss = metric == "loss";
+        let series: Vec<Series> = runs
+            .iter()
+            .map(|(id, outcomes)| {
+                let value = |p: &super::outcome::Point| if loss { p.loss } else { p.accuracy * 100.0 };
+                let x = |p: &super::outcome::Point| if by_time { p.time_s } else { p.version };
+                seeds_series(name(id), outcomes, x, value)
+            })
+            .collect();
+        let (what, y_label) = if loss { ("test loss", "cross-entropy") } else { ("test accuracy", "accuracy (%)") };
+        let panel = Panel {
+            title: format!("{place}: {what}"),
+            x_label: if by_time { "virtual time (s)".into() } else { "round".into() },
+            y_label: y_label.into(),
+            series,
+            ..Panel::default()
+        };
+        let zoom = (!loss).then(|| zoom_range(&panel.series)).flatten();
+        let zoomed = zoom.map(|range| Panel {
+            title: format!("{place}: {what}, last half (zoom)"),
+            y_range: Some(range),
+            series: panel.series.clone(),
+            x_label: panel.x_label.clone(),
+            y_label: panel.y_label.clone(),
+            ..Panel::default()
+        });
+        panels.push(panel);
+        panels.extend(zoomed);
+    }
+    if by_time {
+        let bars = runs
+            .iter()
+            .map(|(id, o)| {
+                let times: Option<Vec<f64>> = o.iter().map(|o| o.time_to_target_s).collect();
+                let mean = times.map_or(f64::NAN, |t| t.iter().sum::<f64>() / t.len() as f64);
+                let label = if mean.is_nan() { format!("{} (not reached)", name(id)) } else { name(id) };
+                (label, mean)
+            })
+            .collect();
+        panels.push(Panel {
+            title: format!("{place}: time to the target accuracy"),
+            x_label: String::new(),
+            y_label: "virtual seconds".into(),
+            bars: Some(bars),
+            ..Panel::default()
+        });
+    }
+    panels
+}
+
+/// A run's curve: its one seed, or the mean over its seeds with a ± one standard deviation band
+/// when every seed has the same evaluation points.
+fn seeds_series(
+    label: String,
+    outcomes: &[Outcome],
+    x: impl Fn(&super::outcome::Point) -> f64,
+    value: impl Fn(&super::outcome::Point) -> f64,
+) -> Series {
+    let first = &outcomes[0];
+    let aligned = outcomes
+        .iter()
+        .all(|o| o.curve.len() == first.curve.len() && o.curve.iter().zip(&first.curve).all(|(a, b)| x(a) == x(b)));
+    if outcomes.len() < 2 || !aligned {
+        return Series { label, points: first.curve.iter().map(|p| (x(p), value(p))).collect(), ..Series::default() };
+    }
+    let n = outcomes.len() as f64;
+    let (mut points, mut band) = (Vec::new(), Vec::new());
+    for (i, p) in first.curve.iter().enumerate() {
+        let values: Vec<f64> = outcomes.iter().map(|o| value(&o.curve[i])).collect();
+        let mean = values.iter().sum::<f64>() / n;
+        let std = (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+        points.push((x(p), mean));
+        band.push((x(p), mean - std, mean + std));
+    }
+    Series { label: format!("{label} (mean of {} seeds ± std)", outcomes.len()), points, band, ..Series::default() }
+}
+
+/// The y range of the curves' last halves (by x), padded, when it is narrower than `ZOOM_BELOW`
+/// of the whole curves' range: where the runs differ by little, a zoom shows by how much.
+fn zoom_range(series: &[Series]) -> Option<(f64, f64)> {
+    let finite: Vec<(f64, f64)> =
+        series.iter().flat_map(|s| &s.points).copied().filter(|(x, y)| x.is_finite() && y.is_finite()).collect();
+    let (x_lo, x_hi) = finite.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), p| (lo.min(p.0), hi.max(p.0)));
+    let span = |ys: &mut dyn Iterator<Item = f64>| {
+        ys.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), y| (lo.min(y), hi.max(y)))
+    };
+    let (all_lo, all_hi) = span(&mut finite.iter().map(|p| p.1));
+    let mid = (x_lo + x_hi) / 2.0;
+    let (tail_lo, tail_hi) = span(&mut finite.iter().filter(|p| p.0 >= mid).map(|p| p.1));
+    let (all, tail) = (all_hi - all_lo, tail_hi - tail_lo);
+    if !(all > 0.0 && tail.is_finite() && tail < ZOOM_BELOW * all) {
+        return None;
+    }
+    let pad = (tail * 0.1).max(0.1);
+    Some((tail_lo - pad, tail_hi + pad))
 }
 
 /// `setting` if any of `runs` is planned there, else the first planned setting of the dataset
@@ -81,7 +206,12 @@ fn resolve_setting(results: &Results, dataset: &str, setting: &str, runs: &[Stri
 }
 
 /// Writes every sweep figure with at least one point into `dir`; returns their titles and files.
-pub fn write_sweeps(grid: &Grid, results: &Results, dir: &Path) -> Result<Vec<(String, PathBuf)>> {
+pub fn write_sweeps(
+    grid: &Grid,
+    names: &BTreeMap<String, String>,
+    results: &Results,
+    dir: &Path,
+) -> Result<Vec<(String, PathBuf)>> {
     let mut written = Vec::new();
     for sweep in &grid.sweeps {
         let panels: Vec<Panel> = grid
@@ -93,13 +223,16 @@ pub fn write_sweeps(grid: &Grid, results: &Results, dir: &Path) -> Result<Vec<(S
                 if lines.is_empty() {
                     return None;
                 }
-                let series = lines.into_iter().map(|(label, points)| Series { label, points }).collect();
+                let series =
+                    lines.into_iter().map(|(label, points)| Series { label, points, ..Series::default() }).collect();
                 let (name, y_label) = match metric.as_str() {
                     "time_to_target" => ("time to target", "virtual seconds"),
                     _ => ("best test accuracy", "accuracy (%)"),
                 };
+                let dataset = entry.title.as_deref().unwrap_or(dataset);
+                let run = names.get(&sweep.run).unwrap_or(&sweep.run);
                 Some(Panel {
-                    title: format!("{dataset}, {}: {name}", sweep.run),
+                    title: format!("{dataset}, {run}: {name}"),
                     x_label: sweep.x.clone(),
                     y_label: y_label.into(),
                     series,
@@ -201,5 +334,41 @@ mod tests {
         assert_eq!(lines, BTreeMap::from([("M = 2".to_string(), vec![(0.1, 100.0), (0.9, 300.0)])]));
         let acc = sweep_lines(&grid.sweeps[0], "d", &grid.datasets["d"], "best_accuracy", &results);
         assert_eq!(acc["M = 4"], vec![(0.1, 90.0)]);
+    }
+
+    fn rising(label: &str, end: f64) -> Series {
+        let points = (0..=100).map(|r| (f64::from(r), end * (1.0 - (-f64::from(r) / 10.0).exp()))).collect();
+        Series { label: label.into(), points, ..Series::default() }
+    }
+
+    #[test]
+    fn a_zoom_shows_the_last_half_where_the_curves_end_close_together() {
+        let (lo, hi) = zoom_range(&[rising("a", 90.0), rising("b", 91.0)]).unwrap();
+        // Both curves are above 89 over rounds 50–100 (90 (1 − e⁻⁵) ≈ 89.39) and end below 91.
+        assert!((88.0..89.4).contains(&lo) && (91.0..92.0).contains(&hi), "{lo}..{hi}");
+        assert_eq!(zoom_range(&[rising("a", 90.0), rising("b", 30.0)]), None, "they end far apart: no zoom");
+    }
+
+    #[test]
+    fn several_seeds_give_their_mean_with_a_one_std_band() {
+        use crate::reproduce::outcome::Point;
+        let seed = |seed: u64, accuracies: &[f64]| Outcome {
+            seed,
+            curve: accuracies
+                .iter()
+                .enumerate()
+                .map(|(i, &a)| Point { version: i as f64, time_s: 0.0, accuracy: a, loss: 1.0 })
+                .collect(),
+            ..crate::reproduce::report::fixtures::outcome(0.9, 0.9)
+        };
+        let value = |p: &crate::reproduce::outcome::Point| p.accuracy * 100.0;
+        let version = |p: &crate::reproduce::outcome::Point| p.version;
+        let s = seeds_series("A".into(), &[seed(1, &[0.5, 0.8]), seed(2, &[0.7, 0.8])], version, value);
+        assert_eq!(s.label, "A (mean of 2 seeds ± std)");
+        assert_eq!(s.points, vec![(0.0, 60.0), (1.0, 80.0)]);
+        let std = 200f64.sqrt(); // of 50 and 70
+        assert!((s.band[0].1 - (60.0 - std)).abs() < 1e-9 && (s.band[0].2 - (60.0 + std)).abs() < 1e-9, "{:?}", s.band);
+        let one = seeds_series("A".into(), &[seed(1, &[0.5, 0.8])], version, value);
+        assert!(one.band.is_empty() && one.label == "A", "one seed: its curve alone");
     }
 }

@@ -146,6 +146,32 @@ impl DatasetEntry {
     pub fn all_settings(&self) -> Vec<Setting> {
         self.alphas.iter().map(|&a| Setting::alpha(a)).chain(self.settings.iter().cloned()).collect()
     }
+
+    /// A setting in words for a figure's title: `Dirichlet α = 0.15` for an α shorthand, its
+    /// coordinates (`β = 0.5, M = 4`) for a named setting that has them, else its id.
+    pub fn setting_words(&self, id: &str) -> String {
+        if let Some(a) = self.alphas.iter().find(|&&a| format!("a{a}") == id) {
+            return format!("Dirichlet α = {a}");
+        }
+        match self.settings.iter().find(|s| s.id == id) {
+            Some(s) if !s.coords.is_empty() => {
+                let symbol = |k: &str| match k {
+                    "alpha" => "α".to_string(),
+                    "beta" => "β".to_string(),
+                    other => other.to_string(),
+                };
+                // β and M first, as the paper names its grid; then the rest.
+                let mut keys: Vec<&String> = s.coords.keys().collect();
+                keys.sort_by_key(|k| match k.as_str() {
+                    "beta" => 0,
+                    "M" => 1,
+                    _ => 2,
+                });
+                keys.iter().map(|k| format!("{} = {}", symbol(k), s.coords[*k])).collect::<Vec<_>>().join(", ")
+            }
+            _ => id.to_string(),
+        }
+    }
 }
 
 /// A configuration run at every (dataset, setting) of the tables.
@@ -153,6 +179,8 @@ impl DatasetEntry {
 #[serde(deny_unknown_fields)]
 pub struct Row {
     pub id: String,
+    /// Its name in figures' legends (default: its row's "Method Level" in the paper's tables).
+    pub label: Option<String>,
     pub method: String,
     #[serde(default)]
     pub set: Table,
@@ -168,6 +196,8 @@ pub struct Row {
 #[serde(deny_unknown_fields)]
 pub struct Extra {
     pub id: String,
+    /// Its name in figures' legends, as the paper's figure names it (default: its id).
+    pub label: Option<String>,
     pub method: String,
     pub datasets: BTreeMap<String, SettingRef>,
     #[serde(default)]

@@ -28,6 +28,7 @@ mod outcome;
 mod records;
 mod report;
 mod runner;
+mod scatter;
 mod server_loss;
 mod slurm;
 mod variants_index;
@@ -457,19 +458,23 @@ fn write_report(
     let notes = Notes { findings: findings.as_ref(), variants: &o.variants };
     let mut tables_json = serde_json::Map::new();
     let mut scores: Vec<(&str, Score)> = Vec::new();
+    let mut scatters = Vec::new();
     for table in &expected.tables {
         let rendered = report::render_table(table, results, &notes);
         let path = dir.join(format!("{}.md", table.id));
         let text = format!("{heading}{}", rendered.markdown);
         std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        scatters.extend(scatter::write(grid, table, &rendered.cells, dir)?);
         tables_json.insert(table.id.clone(), json!(rendered.cells));
         scores.push((&table.title, rendered.score));
     }
     let checks = report::evaluate_checks(grid, results);
     let orderings = report::evaluate_orderings(grid, results, findings.as_ref());
     let mut checks = checks;
-    let mut figures = figures::write_figures(&grid.figures, results, dir)?;
-    figures.extend(figures::write_sweeps(grid, results, dir)?);
+    let names = figures::run_names(grid, expected);
+    let mut figures = figures::write_figures(grid, &names, results, dir)?;
+    figures.extend(figures::write_sweeps(grid, &names, results, dir)?);
+    figures.extend(scatters);
     let section = match expected.section.as_deref() {
         None => None,
         Some("server-loss") => Some(server_loss::write(results, &expected.curves, &expected.participation, dir)?),
@@ -507,11 +512,13 @@ fn write_report(
         let name = file.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
         let _ = writeln!(summary, "- {title}\n\n  ![{title}]({name})");
     }
-    summary.push_str(
-        "\n## Score\n\nAccuracy cells within the paper's tolerance / compared (a finished run) / in the paper:\n\n",
-    );
-    for (title, s) in &scores {
-        let _ = writeln!(summary, "- {title}: {} / {} / {}", s.within, s.compared, s.in_paper);
+    if !scores.is_empty() {
+        summary.push_str(
+            "\n## Score\n\nAccuracy cells within the paper's tolerance / compared (a finished run) / in the paper:\n\n",
+        );
+        for (title, s) in &scores {
+            let _ = writeln!(summary, "- {title}: {} / {} / {}", s.within, s.compared, s.in_paper);
+        }
     }
     std::fs::write(dir.join("summary.md"), &summary)
         .with_context(|| format!("writing {}", dir.join("summary.md").display()))?;

@@ -154,7 +154,11 @@ fn read_traces(results: &Results, dataset: &str) -> BTreeMap<String, (PlannedRun
 }
 
 fn curve(label: &str, t: &Trace) -> Series {
-    Series { label: label.into(), points: t.loss.iter().enumerate().map(|(i, l)| ((i + 1) as f64, *l)).collect() }
+    Series {
+        label: label.into(),
+        points: t.loss.iter().enumerate().map(|(i, l)| ((i + 1) as f64, *l)).collect(),
+        ..Series::default()
+    }
 }
 
 fn loss_panel(title: String, series: Vec<Series>) -> Panel {
@@ -262,6 +266,7 @@ fn dataset_section(
             get(k).map(|t| Series {
                 label: (*label).into(),
                 points: t.accuracy.iter().map(|(v, a)| (*v, a * 100.0)).collect(),
+                ..Series::default()
             })
         })
         .collect();
@@ -307,7 +312,7 @@ fn dataset_section(
 }
 
 fn copy_series(s: &Series) -> Series {
-    Series { label: s.label.clone(), points: s.points.clone() }
+    s.clone()
 }
 
 /// Server loss at the artefacts' rounds, ours beside theirs.

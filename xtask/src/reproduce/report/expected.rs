@@ -125,7 +125,8 @@ pub struct PaperRow {
 }
 
 impl PaperRow {
-    pub(super) fn name(&self) -> String {
+    /// `Method Level`, as the paper's table names the row.
+    pub fn name(&self) -> String {
         format!("{} {}", self.method, self.level).trim_end().to_string()
     }
 }

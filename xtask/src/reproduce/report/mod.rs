@@ -16,6 +16,8 @@ mod results;
 mod table;
 
 pub use checks::{Verdict, evaluate_checks, evaluate_orderings, render_verdicts};
-pub use expected::{Expected, Findings};
+pub use expected::{Expected, Findings, PaperTable};
+#[cfg(test)]
+pub use results::fixtures;
 pub use results::{MissingData, Results};
 pub use table::{Notes, Score, render_table};

@@ -118,7 +118,7 @@ pub(super) fn ours_time(metric: ColumnMetric, factor: f64, o: &[Outcome]) -> Opt
 }
 
 #[cfg(test)]
-pub(super) mod fixtures {
+pub mod fixtures {
     //! Planned runs and outcomes for the report's tests.
 
     use std::collections::BTreeMap;
