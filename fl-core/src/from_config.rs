@@ -64,7 +64,7 @@ use crate::model::Model;
 /// A component built from its section of the experiment file.
 pub trait FromConfig: Sized {
     /// The section's keys with their defaults (`#[serde(deny_unknown_fields, default)]`).
-    type Config: Default + Serialize + DeserializeOwned;
+    type Config: Default + Serialize + DeserializeOwned + Validate;
 
     /// Checks the values ([`Validate`]) and builds the component.
     fn from_config(config: Self::Config) -> Result<Self, InvalidKey>;
