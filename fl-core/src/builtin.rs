@@ -5,40 +5,22 @@
 use std::sync::Arc;
 
 use crate::error::InvalidKey;
-use crate::from_config::{FromConfig, NoParams};
+use crate::from_config::Validate;
 use crate::mask_policy::FullModel;
 use crate::registry::{Builder, Component, Params};
 use crate::staleness::Constant;
 use crate::trainer::sgd::{Optimizer, Sgd, SgdConfig};
 
-impl FromConfig for FullModel {
-    type Config = NoParams;
-
-    fn from_config(_: NoParams) -> Result<Self, InvalidKey> {
-        Ok(FullModel)
+impl Validate for SgdConfig {
+    fn validate(&self) -> Result<(), InvalidKey> {
+        SgdConfig::validate(self)
     }
 }
 
-impl FromConfig for Constant {
-    type Config = NoParams;
-
-    fn from_config(_: NoParams) -> Result<Self, InvalidKey> {
-        Ok(Constant)
-    }
-}
-
-impl FromConfig for Sgd {
-    type Config = SgdConfig;
-
-    fn from_config(cfg: SgdConfig) -> Result<Self, InvalidKey> {
-        cfg.validate()?;
-        Ok(Sgd::new(cfg))
-    }
-}
-
-crate::register!(MaskPolicy "full" => FullModel, summary: "every client trains the whole model", paper: "");
-crate::register!(Staleness "constant" => Constant, summary: "staleness weight 1 whatever the staleness", paper: "");
-crate::register!(Trainer "sgd" => Sgd,
+crate::register!(MaskPolicy "full" => FullModel::default(), summary: "every client trains the whole model", paper: "");
+crate::register!(Staleness "constant" => Constant::default(),
+    summary: "staleness weight 1 whatever the staleness", paper: "");
+crate::register!(Trainer "sgd" => Sgd::new(SgdConfig),
     summary: "mini-batch SGD (momentum, weight decay, FedProx proximal term μ, gradient masking)", paper: "");
 
 // `adam` is the same trainer with other defaults, which one `FromConfig` type cannot declare.

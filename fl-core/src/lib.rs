@@ -38,7 +38,7 @@ pub use config::{Experiment, RunOptions};
 pub use data::{DataSpec, Dataset, FederatedData, Partitioner};
 pub use engine::{ClientStats, EvalRecord, Observer, Simulation, Summary};
 pub use error::{Error, InvalidKey, Result};
-pub use from_config::{FromConfig, ModelFromConfig, NoParams};
+pub use from_config::{FromConfig, ModelFromConfig, NoParams, Validate};
 pub use mask::{Coverage, Mask, StructuredMask};
 pub use mask_policy::{MaskCtx, MaskPolicy};
 pub use model::{Mode, Model, Training, forward_one};

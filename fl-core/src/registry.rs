@@ -263,10 +263,22 @@ pub fn nearest<'a>(name: &str, names: impl Iterator<Item = &'a str>) -> Vec<Stri
     scored.into_iter().map(|(_, n)| n.to_string()).collect()
 }
 
-/// Registers a component: `register!(Kind "name" => Type, summary: "…", paper: "…");` where
-/// `Type` is a [`ModelFromConfig`](crate::ModelFromConfig) for `Model`, else a [`FromConfig`] of a kind whose
-/// constructor reads only its section (partitioner, trainer, mask policy, scheduler,
-/// aggregator, staleness function).
+/// Registers a component of a kind whose constructor reads only its section (partitioner,
+/// trainer, mask policy, scheduler, aggregator, staleness function) or a model:
+/// `register!(Kind "name" => …, summary: "…", paper: "…");` with one of
+///
+/// - `=> AsyncMix::new(AsyncMixConfig)`: a constructor taking the config. The macro
+///   implements [`FromConfig`] for `AsyncMix`: the config is checked by its
+///   [`Validate`](crate::Validate), then handed to the constructor.
+/// - `=> NeuronFragments::new(NeuronFragmentsConfig)?`: the same with a constructor that
+///   returns `Result<Self, InvalidKey>`.
+/// - `=> FullModel::default()`: a component without parameters (config
+///   [`NoParams`](crate::NoParams)).
+/// - `=> Type`: a `Type` that implements [`FromConfig`] by hand (construction that can fail in
+///   ways of its own), or for `Model` a [`ModelFromConfig`](crate::ModelFromConfig).
+///
+/// A component that is its own config takes the first form with `From`'s identity:
+/// `=> Hinge::from(Hinge)`.
 #[macro_export]
 macro_rules! register {
     (Model $name:literal => $ty:ty, summary: $summary:expr, paper: $paper:expr $(,)?) => {
@@ -283,6 +295,40 @@ macro_rules! register {
                 origin: module_path!(),
             }
         }
+    };
+    ($kind:ident $name:literal => $ty:ident :: $new:ident (), summary: $summary:expr, paper: $paper:expr $(,)?) => {
+        impl $crate::from_config::FromConfig for $ty {
+            type Config = $crate::from_config::NoParams;
+
+            fn from_config(
+                _: $crate::from_config::NoParams,
+            ) -> ::std::result::Result<Self, $crate::error::InvalidKey> {
+                ::std::result::Result::Ok($ty::$new())
+            }
+        }
+        $crate::register!($kind $name => $ty, summary: $summary, paper: $paper);
+    };
+    ($kind:ident $name:literal => $ty:ident :: $new:ident ($config:ty)?, summary: $summary:expr, paper: $paper:expr $(,)?) => {
+        impl $crate::from_config::FromConfig for $ty {
+            type Config = $config;
+
+            fn from_config(config: $config) -> ::std::result::Result<Self, $crate::error::InvalidKey> {
+                $crate::from_config::Validate::validate(&config)?;
+                $ty::$new(config)
+            }
+        }
+        $crate::register!($kind $name => $ty, summary: $summary, paper: $paper);
+    };
+    ($kind:ident $name:literal => $ty:ident :: $new:ident ($config:ty), summary: $summary:expr, paper: $paper:expr $(,)?) => {
+        impl $crate::from_config::FromConfig for $ty {
+            type Config = $config;
+
+            fn from_config(config: $config) -> ::std::result::Result<Self, $crate::error::InvalidKey> {
+                $crate::from_config::Validate::validate(&config)?;
+                ::std::result::Result::Ok($ty::$new(config))
+            }
+        }
+        $crate::register!($kind $name => $ty, summary: $summary, paper: $paper);
     };
     ($kind:ident $name:literal => $ty:ty, summary: $summary:expr, paper: $paper:expr $(,)?) => {
         $crate::inventory::submit! {

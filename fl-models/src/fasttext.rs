@@ -41,6 +41,7 @@ use fl_core::rng::Rng;
 use fl_core::{DataSpec, Error, InvalidKey, Mode, Model, ModelFromConfig, ParamSet, Result};
 use fl_core::{Structure, TensorSpec, UnitGroup, UnitMember};
 use serde::{Deserialize, Serialize};
+use smart_default::SmartDefault;
 use tch::Tensor;
 
 use crate::{cohort, flops, init};
@@ -49,19 +50,15 @@ use crate::{cohort, flops, init};
 pub const PADDING_IDX: i64 = 0;
 
 /// Parameters of the `fasttext` component.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, SmartDefault, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FastTextConfig {
-    /// Embedding dimension.
+    /// Embedding dimension, at least 1.
+    #[default(128)]
     pub dim: i64,
-    /// Width of the hidden linear layer.
+    /// Width of the hidden linear layer, at least 1.
+    #[default(128)]
     pub hidden: i64,
-}
-
-impl Default for FastTextConfig {
-    fn default() -> Self {
-        FastTextConfig { dim: 128, hidden: 128 }
-    }
 }
 
 impl FastTextConfig {

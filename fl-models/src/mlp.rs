@@ -25,6 +25,7 @@ use fl_core::rng::Rng;
 use fl_core::{DataSpec, Error, InvalidKey, Mode, Model, ModelFromConfig, ParamSet, Result};
 use fl_core::{Structure, TensorSpec, UnitGroup, UnitMember};
 use serde::{Deserialize, Serialize};
+use smart_default::SmartDefault;
 use tch::Tensor;
 
 use crate::{cohort, flops, init};
@@ -41,20 +42,18 @@ pub enum DropoutPosition {
 }
 
 /// Parameters of the `mlp` component.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, SmartDefault, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct MlpConfig {
     /// Hidden layer widths, input side first; empty for logistic regression.
+    #[default(vec![200])]
     pub hidden: Vec<i64>,
     /// Dropout probability after each hidden layer, in [0, 1); 0 disables dropout.
+    #[default(0.0)]
     pub dropout: f64,
+    /// Where a hidden layer's dropout sits relative to its ReLU (the same function either way).
+    #[default(DropoutPosition::BeforeRelu)]
     pub dropout_position: DropoutPosition,
-}
-
-impl Default for MlpConfig {
-    fn default() -> Self {
-        MlpConfig { hidden: vec![200], dropout: 0.0, dropout_position: DropoutPosition::default() }
-    }
 }
 
 impl MlpConfig {

@@ -3,19 +3,24 @@
 //! clipping of DP-FedAvg, McMahan et al., ICLR 2018, Algorithm 1, without the noise): one
 //! client cannot move the model far. With every weight 0 the model stays.
 
-use fl_core::{AggregateCtx, Aggregator, ClientUpdate, FromConfig, InvalidKey, ParamSet, Result};
+use fl_core::{AggregateCtx, Aggregator, ClientUpdate, InvalidKey, ParamSet, Result, Validate};
 use serde::{Deserialize, Serialize};
+use smart_default::SmartDefault;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, SmartDefault, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ClippedMeanConfig {
-    /// Largest L2 norm of one client's delta (over all its tensors).
+    /// Largest L2 norm of one client's delta (over all its tensors), positive and finite.
+    #[default(1.0)]
     pub max_norm: f64,
 }
 
-impl Default for ClippedMeanConfig {
-    fn default() -> Self {
-        ClippedMeanConfig { max_norm: 1.0 }
+impl Validate for ClippedMeanConfig {
+    fn validate(&self) -> std::result::Result<(), InvalidKey> {
+        if !(self.max_norm > 0.0 && self.max_norm.is_finite()) {
+            return Err(InvalidKey::new("max_norm", format!("must be positive and finite, got {}", self.max_norm)));
+        }
+        Ok(())
     }
 }
 
@@ -23,14 +28,9 @@ pub struct ClippedMean {
     max_norm: f64,
 }
 
-impl FromConfig for ClippedMean {
-    type Config = ClippedMeanConfig;
-
-    fn from_config(c: ClippedMeanConfig) -> std::result::Result<Self, InvalidKey> {
-        if !(c.max_norm > 0.0 && c.max_norm.is_finite()) {
-            return Err(InvalidKey::new("max_norm", format!("must be positive and finite, got {}", c.max_norm)));
-        }
-        Ok(ClippedMean { max_norm: c.max_norm })
+impl ClippedMean {
+    pub fn new(c: ClippedMeanConfig) -> Self {
+        ClippedMean { max_norm: c.max_norm }
     }
 }
 

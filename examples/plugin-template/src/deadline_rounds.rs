@@ -4,22 +4,34 @@
 //! staleness. It stops after `rounds` aggregations.
 
 use fl_core::clock::ticks;
-use fl_core::{FromConfig, InvalidKey, Result, SchedCtx, Scheduler};
+use fl_core::{InvalidKey, Result, SchedCtx, Scheduler, Validate};
 use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
+use smart_default::SmartDefault;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, SmartDefault, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DeadlineRoundsConfig {
+    /// Aggregations to run.
+    #[default(50)]
     pub rounds: u64,
-    /// Virtual seconds between aggregations.
+    /// Virtual seconds between aggregations, positive.
+    #[default(30.0)]
     pub deadline_s: f64,
+    /// Idle clients started after each aggregation, at least 1.
+    #[default(10)]
     pub clients_per_round: usize,
 }
 
-impl Default for DeadlineRoundsConfig {
-    fn default() -> Self {
-        DeadlineRoundsConfig { rounds: 50, deadline_s: 30.0, clients_per_round: 10 }
+impl Validate for DeadlineRoundsConfig {
+    fn validate(&self) -> std::result::Result<(), InvalidKey> {
+        if !(self.deadline_s > 0.0 && self.deadline_s.is_finite()) {
+            return Err(InvalidKey::new("deadline_s", format!("must be positive, got {}", self.deadline_s)));
+        }
+        if self.clients_per_round == 0 {
+            return Err(InvalidKey::new("clients_per_round", "must be at least 1"));
+        }
+        Ok(())
     }
 }
 
@@ -27,21 +39,11 @@ pub struct DeadlineRounds {
     cfg: DeadlineRoundsConfig,
 }
 
-impl FromConfig for DeadlineRounds {
-    type Config = DeadlineRoundsConfig;
-
-    fn from_config(cfg: DeadlineRoundsConfig) -> std::result::Result<Self, InvalidKey> {
-        if !(cfg.deadline_s > 0.0 && cfg.deadline_s.is_finite()) {
-            return Err(InvalidKey::new("deadline_s", format!("must be positive, got {}", cfg.deadline_s)));
-        }
-        if cfg.clients_per_round == 0 {
-            return Err(InvalidKey::new("clients_per_round", "must be at least 1"));
-        }
-        Ok(DeadlineRounds { cfg })
-    }
-}
-
 impl DeadlineRounds {
+    pub fn new(cfg: DeadlineRoundsConfig) -> Self {
+        DeadlineRounds { cfg }
+    }
+
     /// Starts up to `clients_per_round` idle clients, drawn at random, and the next deadline.
     fn start_round(&self, ctx: &mut SchedCtx) -> Result<()> {
         let mut idle = ctx.idle_clients();

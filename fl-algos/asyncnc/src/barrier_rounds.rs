@@ -21,9 +21,10 @@
 
 use std::collections::VecDeque;
 
-use fl_core::{Error, FromConfig, InvalidKey, JobStart, ParamSet, Result, SchedCtx, Scheduler};
+use fl_core::{Error, InvalidKey, JobStart, ParamSet, Result, SchedCtx, Scheduler, Validate};
 use rand::Rng as _;
 use serde::{Deserialize, Serialize};
+use smart_default::SmartDefault;
 
 use crate::sampling::{self, Sampling};
 
@@ -55,56 +56,53 @@ pub enum LrDelay {
     Fixed,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, SmartDefault, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct BarrierRoundsConfig {
+    /// Rounds to run, at least 1.
+    #[default(1000)]
     pub rounds: u64,
     /// J, clients (draws) per round.
+    #[default(5)]
     pub clients_per_round: usize,
+    /// How the J clients of a round are drawn: with or without replacement.
+    #[default(Sampling::WithoutReplacement)]
     pub sampling: Sampling,
     /// With replacement: train a client drawn k times once, weighted k times.
+    #[default(false)]
     pub dedup: bool,
     /// D: delays are drawn from U(0, D) virtual seconds (0: no delay, SFL).
+    #[default(2.0)]
     pub max_delay_s: f64,
+    /// Where a client's staleness τ_c comes from (see the module doc).
+    #[default(StalenessModel::None)]
     pub staleness: StalenessModel,
     /// τ_max, the largest staleness in versions.
+    #[default(2)]
     pub tau_max: u64,
-    /// Global models kept for stale starts (default τ_max + 1).
+    /// Global models kept for stale starts (absent: τ_max + 1).
+    #[default(None)]
     pub history: Option<usize>,
+    /// The delay the trainer's learning rate reads: sampled, D, τ_c or `lr_delay_value`.
+    #[default(LrDelay::Sampled)]
     pub lr_delay: LrDelay,
     /// The delay with `lr_delay = "fixed"`.
+    #[default(0.0)]
     pub lr_delay_value: f64,
     /// Stop once ‖θ^(t+1) − θ^(t)‖ ≤ κ (absent: run all rounds).
+    #[default(None)]
     pub kappa: Option<f64>,
     /// Clients start from the (possibly stale) global model; false: each trains its own.
+    #[default(true)]
     pub broadcast: bool,
     /// Without broadcast: own models start from the common θ⁽⁰⁾ (true) or from independent
     /// initialisations (false, the authors' code).
+    #[default(true)]
     pub common_init: bool,
 }
 
-impl Default for BarrierRoundsConfig {
-    fn default() -> Self {
-        BarrierRoundsConfig {
-            rounds: 1000,
-            clients_per_round: 5,
-            sampling: Sampling::WithoutReplacement,
-            dedup: false,
-            max_delay_s: 2.0,
-            staleness: StalenessModel::None,
-            tau_max: 2,
-            history: None,
-            lr_delay: LrDelay::Sampled,
-            lr_delay_value: 0.0,
-            kappa: None,
-            broadcast: true,
-            common_init: true,
-        }
-    }
-}
-
-impl BarrierRoundsConfig {
-    pub fn validate(&self) -> std::result::Result<(), InvalidKey> {
+impl Validate for BarrierRoundsConfig {
+    fn validate(&self) -> std::result::Result<(), InvalidKey> {
         if self.rounds == 0 {
             return Err(InvalidKey::new("rounds", "expected at least 1"));
         }
@@ -144,7 +142,9 @@ impl BarrierRoundsConfig {
         }
         Ok(())
     }
+}
 
+impl BarrierRoundsConfig {
     fn history_len(&self) -> usize {
         self.history.unwrap_or(self.tau_max as usize + 1)
     }
@@ -225,15 +225,6 @@ impl BarrierRounds {
     }
 }
 
-impl FromConfig for BarrierRounds {
-    type Config = BarrierRoundsConfig;
-
-    fn from_config(cfg: BarrierRoundsConfig) -> std::result::Result<Self, InvalidKey> {
-        cfg.validate()?;
-        Ok(BarrierRounds::new(cfg))
-    }
-}
-
 impl Scheduler for BarrierRounds {
     fn on_start(&mut self, ctx: &mut SchedCtx) -> Result<()> {
         let (c, j) = (ctx.num_clients(), self.cfg.clients_per_round);
@@ -283,6 +274,6 @@ impl Scheduler for BarrierRounds {
     }
 }
 
-fl_core::register!(Scheduler "barrier-rounds" => BarrierRounds,
+fl_core::register!(Scheduler "barrier-rounds" => BarrierRounds::new(BarrierRoundsConfig),
     summary: "rounds of J sampled clients with delays U(0, D), stale starts θ^(t−τ), a barrier, optional stop at ‖Δθ‖ ≤ κ",
     paper: "Forootani and Iervolino, Asynchronous FL with non-convex client objectives, Algorithm 1");

@@ -5,44 +5,39 @@
 //! staleness function), so an update's staleness τ is the number of versions committed while
 //! it trained: genuine staleness for the staleness function to weigh.
 
-use fl_core::{FromConfig, InvalidKey, JobStart, Result, SchedCtx, Scheduler};
+use fl_core::{InvalidKey, JobStart, Result, SchedCtx, Scheduler, Validate};
 use rand::Rng as _;
 use serde::{Deserialize, Serialize};
+use smart_default::SmartDefault;
 
 use crate::barrier_rounds::LrDelay;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, SmartDefault, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DelayedAsyncConfig {
     /// Aggregations to run (`rounds` is the same key in the paper's terms, so that an
     /// experiment of `barrier-rounds` switches to this scheduler unchanged).
     #[serde(alias = "rounds")]
+    #[default(1000)]
     pub aggregations: u64,
     /// Results per aggregation (J; alias `clients_per_round`).
     #[serde(alias = "clients_per_round")]
+    #[default(5)]
     pub buffer: usize,
     /// D: each job waits U(0, D) virtual seconds before it starts.
+    #[default(2.0)]
     pub max_delay_s: f64,
     /// The trainer's delay: the sampled delay, D, or a fixed value (`"versions"` is unknown
     /// at dispatch here and is refused).
+    #[default(LrDelay::Sampled)]
     pub lr_delay: LrDelay,
+    /// The delay with `lr_delay = "fixed"`, ≥ 0.
+    #[default(0.0)]
     pub lr_delay_value: f64,
 }
 
-impl Default for DelayedAsyncConfig {
-    fn default() -> Self {
-        DelayedAsyncConfig {
-            aggregations: 1000,
-            buffer: 5,
-            max_delay_s: 2.0,
-            lr_delay: LrDelay::Sampled,
-            lr_delay_value: 0.0,
-        }
-    }
-}
-
-impl DelayedAsyncConfig {
-    pub fn validate(&self) -> std::result::Result<(), InvalidKey> {
+impl Validate for DelayedAsyncConfig {
+    fn validate(&self) -> std::result::Result<(), InvalidKey> {
         if self.aggregations == 0 {
             return Err(InvalidKey::new("aggregations", "expected at least 1"));
         }
@@ -92,15 +87,6 @@ impl DelayedAsync {
     }
 }
 
-impl FromConfig for DelayedAsync {
-    type Config = DelayedAsyncConfig;
-
-    fn from_config(cfg: DelayedAsyncConfig) -> std::result::Result<Self, InvalidKey> {
-        cfg.validate()?;
-        Ok(DelayedAsync::new(cfg))
-    }
-}
-
 impl Scheduler for DelayedAsync {
     fn on_start(&mut self, ctx: &mut SchedCtx) -> Result<()> {
         for client in 0..ctx.num_clients() {
@@ -125,6 +111,6 @@ impl Scheduler for DelayedAsync {
     }
 }
 
-fl_core::register!(Scheduler "delayed-async" => DelayedAsync,
+fl_core::register!(Scheduler "delayed-async" => DelayedAsync::new(DelayedAsyncConfig),
     summary: "every client loops with delays U(0, D); aggregate every `buffer` arrivals (staleness = versions committed meanwhile)",
     paper: "beyond Forootani and Iervolino: their rounds event-driven, with genuine staleness");

@@ -12,9 +12,10 @@
 //! `mode = "damped"` is the un-normalised alternative θ^(t+1) = θ^(t) + Σ_c (n_c k_c / Σ n k)·
 //! s(τ_c)·(θ_c − θ^(t)), whose penalty also acts when every participant is equally stale.
 
-use fl_core::{AggregateCtx, Aggregator, ClientUpdate, Error, FromConfig, InvalidKey, ParamSet, Result};
+use fl_core::{AggregateCtx, Aggregator, ClientUpdate, Error, ParamSet, Result, Validate};
 use serde::{Deserialize, Serialize};
 
+/// How the participants' models make the new global model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum MeanMode {
@@ -28,8 +29,11 @@ pub enum MeanMode {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ModelMeanConfig {
+    /// Replace the model by the weighted mean, or move it towards the models (`damped`).
     pub mode: MeanMode,
 }
+
+impl Validate for ModelMeanConfig {}
 
 pub struct ModelMean {
     cfg: ModelMeanConfig,
@@ -38,14 +42,6 @@ pub struct ModelMean {
 impl ModelMean {
     pub fn new(cfg: ModelMeanConfig) -> Self {
         ModelMean { cfg }
-    }
-}
-
-impl FromConfig for ModelMean {
-    type Config = ModelMeanConfig;
-
-    fn from_config(cfg: ModelMeanConfig) -> std::result::Result<Self, InvalidKey> {
-        Ok(ModelMean::new(cfg))
     }
 }
 
@@ -84,6 +80,6 @@ impl Aggregator for ModelMean {
     }
 }
 
-fl_core::register!(Aggregator "model-mean" => ModelMean,
+fl_core::register!(Aggregator "model-mean" => ModelMean::new(ModelMeanConfig),
     summary: "θ ← Σ p_c θ_c over the participants' models, p_c ∝ samples · multiplicity · s(τ_c) (or damped toward θ)",
     paper: "Forootani and Iervolino, Asynchronous FL with non-convex client objectives, §5");

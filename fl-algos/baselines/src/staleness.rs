@@ -4,33 +4,22 @@
 //! form of its learning-rate penalty); and one of the staleness in virtual seconds,
 //! `1/(Δt/scale + 1)` (the Fed-RAA reference code's damping).
 
-use fl_core::{FromConfig, InvalidKey, StalenessCtx, StalenessFn};
+use fl_core::{InvalidKey, StalenessCtx, StalenessFn, Validate};
 use serde::{Deserialize, Serialize};
+use smart_default::SmartDefault;
 
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+/// `(1 + s)^−a`.
+#[derive(Debug, Clone, Copy, PartialEq, SmartDefault, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Polynomial {
+    /// The exponent a, ≥ 0 (0: every weight 1).
+    #[default(0.5)]
     pub a: f64,
 }
 
-impl Default for Polynomial {
-    fn default() -> Self {
-        Polynomial { a: 0.5 }
-    }
-}
-
-impl Polynomial {
-    pub fn validate(&self) -> Result<(), InvalidKey> {
+impl Validate for Polynomial {
+    fn validate(&self) -> Result<(), InvalidKey> {
         non_negative("a", self.a)
-    }
-}
-
-impl FromConfig for Polynomial {
-    type Config = Self;
-
-    fn from_config(config: Self) -> Result<Self, InvalidKey> {
-        config.validate()?;
-        Ok(config)
     }
 }
 
@@ -41,26 +30,21 @@ impl StalenessFn for Polynomial {
 }
 
 /// 1 while `s ≤ b`, then `1 / (a (s − b) + 1)`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, SmartDefault, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Hinge {
+    /// The slope a of the decay past `b`, ≥ 0.
+    #[default(10.0)]
     pub a: f64,
+    /// The staleness b, in versions (≥ 0), up to which the weight is 1.
+    #[default(4.0)]
     pub b: f64,
 }
 
-impl Default for Hinge {
-    fn default() -> Self {
-        Hinge { a: 10.0, b: 4.0 }
-    }
-}
-
-impl FromConfig for Hinge {
-    type Config = Self;
-
-    fn from_config(config: Self) -> Result<Self, InvalidKey> {
-        non_negative("a", config.a)?;
-        non_negative("b", config.b)?;
-        Ok(config)
+impl Validate for Hinge {
+    fn validate(&self) -> Result<(), InvalidKey> {
+        non_negative("a", self.a)?;
+        non_negative("b", self.b)
     }
 }
 
@@ -71,24 +55,18 @@ impl StalenessFn for Hinge {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+/// `e^{−a s}`.
+#[derive(Debug, Clone, Copy, PartialEq, SmartDefault, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Exponential {
+    /// The decay rate a per version, ≥ 0.
+    #[default(0.5)]
     pub a: f64,
 }
 
-impl Default for Exponential {
-    fn default() -> Self {
-        Exponential { a: 0.5 }
-    }
-}
-
-impl FromConfig for Exponential {
-    type Config = Self;
-
-    fn from_config(config: Self) -> Result<Self, InvalidKey> {
-        non_negative("a", config.a)?;
-        Ok(config)
+impl Validate for Exponential {
+    fn validate(&self) -> Result<(), InvalidKey> {
+        non_negative("a", self.a)
     }
 }
 
@@ -98,9 +76,12 @@ impl StalenessFn for Exponential {
     }
 }
 
+/// `1 / √(1 + s)`.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct InverseSqrt {}
+
+impl Validate for InverseSqrt {}
 
 impl StalenessFn for InverseSqrt {
     fn weight(&mut self, ctx: &StalenessCtx) -> f64 {
@@ -108,33 +89,18 @@ impl StalenessFn for InverseSqrt {
     }
 }
 
-impl FromConfig for InverseSqrt {
-    type Config = Self;
-
-    fn from_config(config: Self) -> Result<Self, InvalidKey> {
-        Ok(config)
-    }
-}
-
 /// `1 / (1 + a·s)`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, SmartDefault, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct InverseLinear {
+    /// The penalty a per version, ≥ 0.
+    #[default(0.01)]
     pub a: f64,
 }
 
-impl Default for InverseLinear {
-    fn default() -> Self {
-        InverseLinear { a: 0.01 }
-    }
-}
-
-impl FromConfig for InverseLinear {
-    type Config = Self;
-
-    fn from_config(config: Self) -> Result<Self, InvalidKey> {
-        non_negative("a", config.a)?;
-        Ok(config)
+impl Validate for InverseLinear {
+    fn validate(&self) -> Result<(), InvalidKey> {
+        non_negative("a", self.a)
     }
 }
 
@@ -145,29 +111,20 @@ impl StalenessFn for InverseLinear {
 }
 
 /// `1 / (Δt / scale + 1)`, Δt the virtual seconds between dispatch and arrival.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, SmartDefault, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct InverseTime {
+    /// The virtual seconds, > 0, after which the weight is 1/2.
+    #[default(100.0)]
     pub scale: f64,
 }
 
-impl Default for InverseTime {
-    fn default() -> Self {
-        InverseTime { scale: 100.0 }
-    }
-}
-
-impl FromConfig for InverseTime {
-    type Config = Self;
-
-    fn from_config(config: Self) -> Result<Self, InvalidKey> {
-        if !(config.scale > 0.0) {
-            return Err(InvalidKey::new(
-                "scale",
-                format!("expected a positive number of seconds, got {}", config.scale),
-            ));
+impl Validate for InverseTime {
+    fn validate(&self) -> Result<(), InvalidKey> {
+        if !(self.scale > 0.0) {
+            return Err(InvalidKey::new("scale", format!("expected a positive number of seconds, got {}", self.scale)));
         }
-        Ok(config)
+        Ok(())
     }
 }
 
@@ -181,16 +138,17 @@ fn non_negative(name: &str, v: f64) -> Result<(), InvalidKey> {
     if v >= 0.0 { Ok(()) } else { Err(InvalidKey::new(name, format!("expected a non-negative number, got {v}"))) }
 }
 
-fl_core::register!(Staleness "polynomial" => Polynomial,
+// Each function is its own config, so `From`'s identity builds it.
+fl_core::register!(Staleness "polynomial" => Polynomial::from(Polynomial),
     summary: "(1 + s)^−a", paper: "Xie et al., arXiv:1903.03934");
-fl_core::register!(Staleness "hinge" => Hinge,
+fl_core::register!(Staleness "hinge" => Hinge::from(Hinge),
     summary: "1 if s ≤ b, else 1 / (a (s − b) + 1)", paper: "Xie et al., arXiv:1903.03934");
-fl_core::register!(Staleness "exponential" => Exponential, summary: "e^(−a s)", paper: "");
-fl_core::register!(Staleness "inverse-linear" => InverseLinear,
+fl_core::register!(Staleness "exponential" => Exponential::from(Exponential), summary: "e^(−a s)", paper: "");
+fl_core::register!(Staleness "inverse-linear" => InverseLinear::from(InverseLinear),
     summary: "1 / (1 + a s)",
     paper: "Forootani and Iervolino: the form of their learning-rate delay penalty (Lemma 3)");
-fl_core::register!(Staleness "inv-sqrt" => InverseSqrt,
+fl_core::register!(Staleness "inv-sqrt" => InverseSqrt::from(InverseSqrt),
     summary: "1 / sqrt(1 + s)", paper: "Nguyen et al., AISTATS 2022");
-fl_core::register!(Staleness "inverse-time" => InverseTime,
+fl_core::register!(Staleness "inverse-time" => InverseTime::from(InverseTime),
     summary: "1 / (Δt / scale + 1) on the virtual seconds since dispatch",
     paper: "Fed-RAA reference code, github.com/tdwxz/fedraa (not cited by the paper)");

@@ -11,11 +11,13 @@
 //! touch is *shared*: sent with every fragment, trained, and mixed on every merge.
 
 use fl_core::tch::{Kind, Tensor};
-use fl_core::{Error, FromConfig, InvalidKey, Mask, MaskCtx, MaskPolicy, ParamSet, Result, Structure};
+use fl_core::{Error, InvalidKey, Mask, MaskCtx, MaskPolicy, ParamSet, Result, Structure, Validate};
 use serde::{Deserialize, Serialize};
+use smart_default::SmartDefault;
 
 use crate::fragments::{resolve_ratios, split};
 
+/// What a fragment is made of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FragmentMode {
@@ -26,34 +28,28 @@ pub enum FragmentMode {
     RepoElementwise,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, SmartDefault, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct NeuronFragmentsConfig {
     /// M, the number of fragments.
+    #[default(4)]
     pub parts: usize,
     /// Shares of the fragments; empty: Table 4's for `parts`.
+    #[default(Vec::new())]
     pub ratios: Vec<f64>,
+    /// What a fragment is made of: units of one group, or elements of the listed tensors.
+    #[default(FragmentMode::Neuron)]
     pub mode: FragmentMode,
     /// The unit group split in `neuron` mode (absent: the model's only unit group).
+    #[default(None)]
     pub group: Option<String>,
     /// The tensors split in `repo-elementwise` mode.
+    #[default(vec!["fc2.weight".into()])]
     pub tensors: Vec<String>,
 }
 
-impl Default for NeuronFragmentsConfig {
-    fn default() -> Self {
-        NeuronFragmentsConfig {
-            parts: 4,
-            ratios: Vec::new(),
-            mode: FragmentMode::Neuron,
-            group: None,
-            tensors: vec!["fc2.weight".into()],
-        }
-    }
-}
-
-impl NeuronFragmentsConfig {
-    pub fn validate(&self) -> std::result::Result<(), InvalidKey> {
+impl Validate for NeuronFragmentsConfig {
+    fn validate(&self) -> std::result::Result<(), InvalidKey> {
         let ratios = resolve_ratios(self.parts, &self.ratios)?;
         if !self.ratios.is_empty() && self.ratios.len() != self.parts {
             return Err(InvalidKey::new("ratios", format!("{} shares for parts = {}", ratios.len(), self.parts)));
@@ -73,8 +69,9 @@ pub struct NeuronFragments {
 }
 
 impl NeuronFragments {
-    pub fn new(cfg: NeuronFragmentsConfig) -> Result<Self> {
-        let ratios = resolve_ratios(cfg.parts, &cfg.ratios).map_err(|e| Error::invalid(e.to_string()))?;
+    /// The policy for `cfg`; fails where `parts` has no Table 4 ratios and none are given.
+    pub fn new(cfg: NeuronFragmentsConfig) -> std::result::Result<Self, InvalidKey> {
+        let ratios = resolve_ratios(cfg.parts, &cfg.ratios)?;
         Ok(NeuronFragments { cfg, ratios, built: None })
     }
 
@@ -160,16 +157,6 @@ impl NeuronFragments {
     }
 }
 
-impl FromConfig for NeuronFragments {
-    type Config = NeuronFragmentsConfig;
-
-    fn from_config(cfg: NeuronFragmentsConfig) -> std::result::Result<Self, InvalidKey> {
-        cfg.validate()?;
-        let ratios = resolve_ratios(cfg.parts, &cfg.ratios)?;
-        Ok(NeuronFragments { cfg, ratios, built: None })
-    }
-}
-
 impl MaskPolicy for NeuronFragments {
     fn mask(&mut self, ctx: &mut MaskCtx) -> Result<Mask> {
         let Some(j) = ctx.choice else {
@@ -189,6 +176,6 @@ impl MaskPolicy for NeuronFragments {
     }
 }
 
-fl_core::register!(MaskPolicy "neuron-fragments" => NeuronFragments,
+fl_core::register!(MaskPolicy "neuron-fragments" => NeuronFragments::new(NeuronFragmentsConfig)?,
     summary: "M disjoint fragments of the hidden units in Table 4 ratios; the scheduler picks one per job (Fed-RAA)",
     paper: "Zhang et al., Fed-RAA");

@@ -5,7 +5,7 @@
 //! fragments moved.
 
 use fl_algo_baselines::Polynomial;
-use fl_core::{FromConfig, InvalidKey, StalenessCtx, StalenessFn};
+use fl_core::{StalenessCtx, StalenessFn};
 
 #[derive(Debug, Default)]
 pub struct FragmentPolynomial {
@@ -17,15 +17,6 @@ pub struct FragmentPolynomial {
 impl FragmentPolynomial {
     pub fn new(polynomial: Polynomial) -> Self {
         FragmentPolynomial { polynomial, merged_at: Vec::new() }
-    }
-}
-
-impl FromConfig for FragmentPolynomial {
-    type Config = Polynomial;
-
-    fn from_config(polynomial: Polynomial) -> Result<Self, InvalidKey> {
-        polynomial.validate()?;
-        Ok(FragmentPolynomial::new(polynomial))
     }
 }
 
@@ -56,6 +47,6 @@ impl StalenessFn for FragmentPolynomial {
     }
 }
 
-fl_core::register!(Staleness "fragment-polynomial" => FragmentPolynomial,
+fl_core::register!(Staleness "fragment-polynomial" => FragmentPolynomial::new(Polynomial),
     summary: "(1 + s)^−a, s the merges of the arrival's own fragment since its dispatch",
     paper: "Zhang et al., Fed-RAA, Algorithm 1 (τ ← q(j))");

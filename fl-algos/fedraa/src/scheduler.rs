@@ -8,32 +8,32 @@
 //! the offline optimum K* of Theorem 2. Per-fragment update counts, the bound and the number
 //! of fallbacks (no fragment within K) are logged with every evaluation.
 
-use fl_core::{Error, FromConfig, InvalidKey, Result, SchedCtx, Scheduler};
+use fl_core::{Error, InvalidKey, Result, SchedCtx, Scheduler, Validate};
 use serde::{Deserialize, Serialize};
+use smart_default::SmartDefault;
 
 use crate::assignment::{Policy, gre_raa, min_priority, offline_k, random};
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, SmartDefault, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AsyncFragmentsConfig {
+    /// How an idle client's fragment is chosen.
+    #[default(Policy::GreRaa)]
     pub policy: Policy,
     /// Gre-RAA's delay bound K in virtual seconds (absent: the offline optimum K*).
+    #[default(None)]
     pub k: Option<f64>,
     /// Count in-flight assignments with the completed updates (the Fed-RAA code); the
     /// paper counts completed updates only. Always on for `sync-rounds`.
+    #[default(false)]
     pub count_inflight: bool,
     /// Stop after this many aggregations: merges, or rounds for `sync-rounds`.
+    #[default(1000)]
     pub aggregations: u64,
 }
 
-impl Default for AsyncFragmentsConfig {
-    fn default() -> Self {
-        AsyncFragmentsConfig { policy: Policy::GreRaa, k: None, count_inflight: false, aggregations: 1000 }
-    }
-}
-
-impl AsyncFragmentsConfig {
-    pub fn validate(&self) -> std::result::Result<(), InvalidKey> {
+impl Validate for AsyncFragmentsConfig {
+    fn validate(&self) -> std::result::Result<(), InvalidKey> {
         if self.k.is_some_and(|k| !(k > 0.0)) {
             return Err(InvalidKey::new(
                 "k",
@@ -123,15 +123,6 @@ impl AsyncFragments {
     }
 }
 
-impl FromConfig for AsyncFragments {
-    type Config = AsyncFragmentsConfig;
-
-    fn from_config(cfg: AsyncFragmentsConfig) -> std::result::Result<Self, InvalidKey> {
-        cfg.validate()?;
-        Ok(AsyncFragments::new(cfg))
-    }
-}
-
 impl Scheduler for AsyncFragments {
     fn on_start(&mut self, ctx: &mut SchedCtx) -> Result<()> {
         let m = ctx.mask_choices();
@@ -190,6 +181,6 @@ impl Scheduler for AsyncFragments {
     }
 }
 
-fl_core::register!(Scheduler "async-fragments" => AsyncFragments,
+fl_core::register!(Scheduler "async-fragments" => AsyncFragments::new(AsyncFragmentsConfig),
     summary: "Fed-RAA: assign each idle client a fragment (gre-raa, random, min-priority, sync-rounds), merge each arrival",
     paper: "Zhang et al., Fed-RAA");

@@ -3,20 +3,20 @@
 //! clients weighted uniformly by default, as every KDD'23 method weighs them.
 
 use fl_algo_baselines::{CoverageMean, CoverageMeanConfig, Uncovered, Weighting};
+use fl_core::Validate;
 use fl_core::registry::{Builder, Component, defaults_of};
 use serde::{Deserialize, Serialize};
+use smart_default::SmartDefault;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, SmartDefault, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ZeroUncoveredConfig {
+    /// How client contributions are weighted: uniformly (as KDD'23) or by samples.
+    #[default(Weighting::Uniform)]
     pub weighting: Weighting,
 }
 
-impl Default for ZeroUncoveredConfig {
-    fn default() -> Self {
-        ZeroUncoveredConfig { weighting: Weighting::Uniform }
-    }
-}
+impl Validate for ZeroUncoveredConfig {}
 
 inventory::submit! {
     Component {

@@ -14,7 +14,7 @@
 //! the whole of its latest update, every round until somebody trains it again.
 
 use fl_core::tch::{Kind, Tensor};
-use fl_core::{AggregateCtx, Aggregator, ClientUpdate, Error, FromConfig, InvalidKey, ParamSet, Result};
+use fl_core::{AggregateCtx, Aggregator, ClientUpdate, Error, InvalidKey, ParamSet, Result, Validate};
 use serde::{Deserialize, Serialize};
 
 /// How the fresh-minus-stored correction is weighted.
@@ -44,12 +44,14 @@ pub enum Memory {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RamFedConfig {
+    /// How the fresh-minus-stored correction is weighted: 1/Γ per coordinate or 1/N.
     pub correction: Correction,
+    /// Where the stored updates live: one memory per client, or the code's shared one.
     pub memory: Memory,
 }
 
-impl RamFedConfig {
-    pub fn validate(&self) -> std::result::Result<(), InvalidKey> {
+impl Validate for RamFedConfig {
+    fn validate(&self) -> std::result::Result<(), InvalidKey> {
         if self.memory == Memory::CodeShared && self.correction != Correction::N {
             return Err(InvalidKey::new(
                 "correction",
@@ -139,15 +141,6 @@ fn refreshed(delta: &ParamSet, stored: &ParamSet, mask: &[Tensor]) -> ParamSet {
     })
 }
 
-impl FromConfig for RamFed {
-    type Config = RamFedConfig;
-
-    fn from_config(cfg: RamFedConfig) -> std::result::Result<Self, InvalidKey> {
-        cfg.validate()?;
-        Ok(RamFed::new(cfg))
-    }
-}
-
 impl Aggregator for RamFed {
     fn aggregate(&mut self, global: &ParamSet, updates: &[ClientUpdate], ctx: &AggregateCtx) -> Result<ParamSet> {
         let n = ctx.num_clients;
@@ -198,6 +191,6 @@ impl Aggregator for RamFed {
     }
 }
 
-fl_core::register!(Aggregator "ram-fed" => RamFed,
+fl_core::register!(Aggregator "ram-fed" => RamFed::new(RamFedConfig),
     summary: "RAM-Fed: coverage-weighted fresh updates plus every client's stored update (memory)",
     paper: "Wang et al., KDD 2023");

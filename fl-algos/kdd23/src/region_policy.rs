@@ -12,9 +12,10 @@
 //! (`own`).
 
 use fl_core::tch::Tensor;
-use fl_core::{FromConfig, InvalidKey, Mask, MaskCtx, MaskPolicy, Result};
+use fl_core::{InvalidKey, Mask, MaskCtx, MaskPolicy, Result, Validate};
 use rand::seq::index;
 use serde::{Deserialize, Serialize};
+use smart_default::SmartDefault;
 
 use crate::levels::{FirstRound, Level, LevelDraw, LevelRule, MixDraw};
 use crate::maskable::tensor_indices;
@@ -33,53 +34,55 @@ pub enum RegionChoice {
     Own,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, SmartDefault, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RegionPolicyConfig {
-    /// K.
+    /// K, the regions each maskable tensor is split into (at least 1).
+    #[default(4)]
     pub regions: i64,
     /// The maskable tensors (default as in the authors' code); every other tensor is trained by
     /// all clients.
+    #[default(vec!["fc1.weight".into()])]
     pub tensors: Vec<String>,
+    /// How a tensor's elements are assigned to regions.
+    #[default(PartitionKind::StaticRandom)]
     pub partition: PartitionKind,
+    /// What a region is made of: single elements, or output units (rows).
+    #[default(Granularity::Element)]
     pub granularity: Granularity,
+    /// How much a client trains: everything, L, S, a mix of L and S, or by capability.
+    #[default(Level::L)]
     pub level: Level,
+    /// Which regions a client trains once its level fixes how many.
+    #[default(RegionChoice::PerClient)]
     pub choice: RegionChoice,
+    /// Regions a client at level L trains, in 1..=K.
+    #[default(2)]
     pub l_regions: i64,
+    /// Regions a client at level S trains, in 1..=K.
+    #[default(1)]
     pub s_regions: i64,
+    /// Level `mix`: the share of the clients at L, in [0, 1].
+    #[default(0.5)]
     pub mix_l_share: f64,
+    /// Level `mix`: how the clients at L are drawn.
+    #[default(MixDraw::Subset)]
     pub mix_draw: MixDraw,
     /// Level `by-capability`: clients with at least this share of the fastest client's
     /// throughput train at L.
+    #[default(0.5)]
     pub l_min_of_fastest: f64,
+    /// Whether round 0 trains the full model or follows the level.
+    #[default(FirstRound::Full)]
     pub first_round: FirstRound,
     /// Every this many rounds (round > 0), L clients train the last `l_regions` regions and S
     /// clients the last `s_regions`, so some regions go uncovered. 0: never.
+    #[default(10)]
     pub non_cover_every: u64,
     /// Per-round tables of per-client code `typep` ids (K = 4): round r ≥ 1 uses table
     /// `r mod len`. Empty: random draws.
+    #[default(Vec::new())]
     pub assignments: Vec<Vec<u32>>,
-}
-
-impl Default for RegionPolicyConfig {
-    fn default() -> Self {
-        RegionPolicyConfig {
-            regions: 4,
-            tensors: vec!["fc1.weight".into()],
-            partition: PartitionKind::StaticRandom,
-            granularity: Granularity::Element,
-            level: Level::L,
-            choice: RegionChoice::PerClient,
-            l_regions: 2,
-            s_regions: 1,
-            mix_l_share: 0.5,
-            mix_draw: MixDraw::Subset,
-            l_min_of_fastest: 0.5,
-            first_round: FirstRound::Full,
-            non_cover_every: 10,
-            assignments: Vec::new(),
-        }
-    }
 }
 
 impl RegionPolicyConfig {
@@ -91,8 +94,10 @@ impl RegionPolicyConfig {
             l_min_of_fastest: self.l_min_of_fastest,
         }
     }
+}
 
-    pub fn validate(&self) -> std::result::Result<(), InvalidKey> {
+impl Validate for RegionPolicyConfig {
+    fn validate(&self) -> std::result::Result<(), InvalidKey> {
         if self.regions < 1 {
             return Err(InvalidKey::new("regions", format!("expected at least 1, got {}", self.regions)));
         }
@@ -222,15 +227,6 @@ impl RegionPolicy {
     }
 }
 
-impl FromConfig for RegionPolicy {
-    type Config = RegionPolicyConfig;
-
-    fn from_config(cfg: RegionPolicyConfig) -> std::result::Result<Self, InvalidKey> {
-        cfg.validate()?;
-        Ok(RegionPolicy::new(cfg))
-    }
-}
-
 impl MaskPolicy for RegionPolicy {
     fn mask(&mut self, ctx: &mut MaskCtx) -> Result<Mask> {
         let chosen = self.choose(ctx);
@@ -333,6 +329,6 @@ impl Coverage {
     }
 }
 
-fl_core::register!(MaskPolicy "region-partition" => RegionPolicy,
+fl_core::register!(MaskPolicy "region-partition" => RegionPolicy::new(RegionPolicyConfig),
     summary: "K regions per maskable tensor; clients train 2 (L), 1 (S) or a mix; round 0 full, every 10th non-covering",
     paper: "Wang et al., KDD 2023");

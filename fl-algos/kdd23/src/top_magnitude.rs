@@ -9,8 +9,9 @@
 //! is full.
 
 use fl_core::tch::{Kind, Tensor};
-use fl_core::{FromConfig, InvalidKey, Mask, MaskCtx, MaskPolicy, Result};
+use fl_core::{InvalidKey, Mask, MaskCtx, MaskPolicy, Result, Validate};
 use serde::{Deserialize, Serialize};
+use smart_default::SmartDefault;
 
 use crate::levels::{FirstRound, Level, LevelDraw, LevelRule, MixDraw};
 use crate::maskable::tensor_indices;
@@ -26,37 +27,37 @@ pub enum Importance {
     GradSq,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, SmartDefault, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TopMagnitudeConfig {
     /// The maskable tensors (default as in the authors' code).
+    #[default(vec!["fc1.weight".into()])]
     pub tensors: Vec<String>,
+    /// How much a client trains: everything, L, S, a mix of L and S, or by capability.
+    #[default(Level::L)]
     pub level: Level,
+    /// The share ρ of each maskable tensor a client at L trains, in (0, 1].
+    #[default(0.5)]
     pub l_fraction: f64,
+    /// The share ρ of each maskable tensor a client at S trains, in (0, 1].
+    #[default(0.25)]
     pub s_fraction: f64,
+    /// Level `mix`: the share of the clients at L, in [0, 1].
+    #[default(0.5)]
     pub mix_l_share: f64,
+    /// Level `mix`: how the clients at L are drawn.
+    #[default(MixDraw::Subset)]
     pub mix_draw: MixDraw,
     /// Level `by-capability`: clients with at least this share of the fastest client's
     /// throughput train at L.
+    #[default(0.5)]
     pub l_min_of_fastest: f64,
+    /// Whether round 0 trains the full model or follows the level.
+    #[default(FirstRound::Full)]
     pub first_round: FirstRound,
+    /// What ranks the parameters: |θ| or the squared last update.
+    #[default(Importance::Magnitude)]
     pub importance: Importance,
-}
-
-impl Default for TopMagnitudeConfig {
-    fn default() -> Self {
-        TopMagnitudeConfig {
-            tensors: vec!["fc1.weight".into()],
-            level: Level::L,
-            l_fraction: 0.5,
-            s_fraction: 0.25,
-            mix_l_share: 0.5,
-            mix_draw: MixDraw::Subset,
-            l_min_of_fastest: 0.5,
-            first_round: FirstRound::Full,
-            importance: Importance::Magnitude,
-        }
-    }
 }
 
 impl TopMagnitudeConfig {
@@ -68,8 +69,10 @@ impl TopMagnitudeConfig {
             l_min_of_fastest: self.l_min_of_fastest,
         }
     }
+}
 
-    pub fn validate(&self) -> std::result::Result<(), InvalidKey> {
+impl Validate for TopMagnitudeConfig {
+    fn validate(&self) -> std::result::Result<(), InvalidKey> {
         for (key, f) in [("l_fraction", self.l_fraction), ("s_fraction", self.s_fraction)] {
             if !(f > 0.0 && f <= 1.0) {
                 return Err(InvalidKey::new(key, format!("expected a fraction in (0, 1], got {f}")));
@@ -136,15 +139,6 @@ fn top_fraction(score: &Tensor, fraction: f64) -> Tensor {
     flat.zeros_like().index_fill(0, &idx, 1.0).reshape(score.size()).to_kind(Kind::Float)
 }
 
-impl FromConfig for TopMagnitude {
-    type Config = TopMagnitudeConfig;
-
-    fn from_config(cfg: TopMagnitudeConfig) -> std::result::Result<Self, InvalidKey> {
-        cfg.validate()?;
-        Ok(TopMagnitude::new(cfg))
-    }
-}
-
 impl MaskPolicy for TopMagnitude {
     fn mask(&mut self, ctx: &mut MaskCtx) -> Result<Mask> {
         let cfg = &self.cfg;
@@ -161,6 +155,6 @@ impl MaskPolicy for TopMagnitude {
     }
 }
 
-fl_core::register!(MaskPolicy "top-magnitude" => TopMagnitude,
+fl_core::register!(MaskPolicy "top-magnitude" => TopMagnitude::new(TopMagnitudeConfig),
     summary: "PruneFL as in KDD'23: each client trains the top 50% (L) / 25% (S) of each maskable tensor by |θ|",
     paper: "Jiang et al., Model Pruning Enables Efficient Federated Learning on Edge Devices, IEEE TNNLS 2022");

@@ -11,7 +11,7 @@ use fl_algo_kdd23::{
 };
 use fl_core::rng;
 use fl_core::tch::{Kind, Tensor};
-use fl_core::{Mask, ParamSet};
+use fl_core::{Mask, ParamSet, Validate};
 
 /// The `fc1.weight` mask of a masked round.
 fn fc1(m: &Mask) -> Tensor {

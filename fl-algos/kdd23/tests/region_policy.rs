@@ -13,7 +13,7 @@ use fl_core::rng::{self, TensorNoise};
 use fl_core::tch::Tensor;
 use fl_core::testing::{TinyLinear, tiny_dataset};
 use fl_core::trainer::sgd::{Sgd, SgdConfig};
-use fl_core::{LocalTrainer, Mask, MaskCtx, MaskPolicy, Model, ParamSet, TrainJob};
+use fl_core::{LocalTrainer, Mask, MaskCtx, MaskPolicy, Model, ParamSet, TrainJob, Validate};
 
 fn policy(cfg: RegionPolicyConfig) -> RegionPolicy {
     cfg.validate().unwrap();

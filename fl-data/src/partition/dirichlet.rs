@@ -51,11 +51,12 @@
 //! what we use (numpy would produce NaN proportions).
 
 use fl_core::rng::Rng;
-use fl_core::{Error, FromConfig, InvalidKey, Partitioner, Result};
+use fl_core::{Error, InvalidKey, Partitioner, Result, Validate};
 use rand::Rng as _;
 use rand::seq::SliceRandom;
 use rand_distr::{Distribution, Gamma};
 use serde::{Deserialize, Serialize};
+use smart_default::SmartDefault;
 
 use super::{check_args, sorted};
 
@@ -84,40 +85,34 @@ pub enum Remainder {
 }
 
 /// Parameters of `dirichlet`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, SmartDefault, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DirichletConfig {
-    /// Concentration: small α gives few classes per client, large α nearly the global mix.
+    /// Concentration α > 0: small α gives few classes per client, large α nearly the global mix.
+    #[default(0.5)]
     pub alpha: f64,
     /// Redraw the whole partition until every client holds at least this many samples (0: off).
+    #[default(10)]
     pub min_samples: usize,
+    /// Whether clients that already hold their even share N/C stop receiving samples.
+    #[default(Cap::EvenShare)]
     pub cap: Cap,
     /// Whether the samples the floored proportions leave over are assigned or dropped.
+    #[default(Remainder::Assign)]
     pub remainder: Remainder,
     /// How many whole-partition draws to try before giving up on `min_samples`.
+    #[default(1000)]
     pub max_draws: usize,
-    /// The share of each client's samples it keeps (1: all of them).
+    /// The share of each client's samples it keeps, in (0, 1] (1: all of them).
+    #[default(1.0)]
     pub local_train_share: f64,
     /// A recorded draw to replay instead of drawing: per client, `[label, count]` pairs.
+    #[default(None)]
     pub counts: Option<Vec<Vec<[u64; 2]>>>,
 }
 
-impl Default for DirichletConfig {
-    fn default() -> Self {
-        DirichletConfig {
-            alpha: 0.5,
-            min_samples: 10,
-            cap: Cap::EvenShare,
-            remainder: Remainder::Assign,
-            max_draws: 1000,
-            local_train_share: 1.0,
-            counts: None,
-        }
-    }
-}
-
-impl DirichletConfig {
-    pub fn validate(&self) -> std::result::Result<(), InvalidKey> {
+impl Validate for DirichletConfig {
+    fn validate(&self) -> std::result::Result<(), InvalidKey> {
         if !(self.alpha > 0.0 && self.alpha.is_finite()) {
             return Err(InvalidKey::new("alpha", format!("must be a finite number > 0, got {}", self.alpha)));
         }
@@ -156,6 +151,11 @@ pub struct Dirichlet {
 }
 
 impl Dirichlet {
+    /// The partitioner for `cfg`.
+    pub fn new(cfg: DirichletConfig) -> Self {
+        Dirichlet { cfg }
+    }
+
     /// One whole draw: every class split among the clients.
     fn draw(
         &self,
@@ -294,15 +294,6 @@ impl Dirichlet {
     }
 }
 
-impl FromConfig for Dirichlet {
-    type Config = DirichletConfig;
-
-    fn from_config(cfg: DirichletConfig) -> std::result::Result<Self, InvalidKey> {
-        cfg.validate()?;
-        Ok(Dirichlet { cfg })
-    }
-}
-
 impl Partitioner for Dirichlet {
     fn partition(&self, labels: &[i64], classes: i64, clients: usize, rng: &mut Rng) -> Result<Vec<Vec<i64>>> {
         check_args("dirichlet", labels, classes, clients)?;
@@ -352,6 +343,6 @@ impl Partitioner for Dirichlet {
     }
 }
 
-fl_core::register!(Partitioner "dirichlet" => Dirichlet,
+fl_core::register!(Partitioner "dirichlet" => Dirichlet::new(DirichletConfig),
     summary: "label skew: per-class Dirichlet(alpha) proportions over clients, PFNM cap, min_samples redraws, leftover assigned or dropped; or a recorded draw's per-client label counts",
     paper: "Hsu, Qi and Brown, Measuring the Effects of Non-Identical Data Distribution for Federated Visual Classification, 2019");

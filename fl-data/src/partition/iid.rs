@@ -2,9 +2,8 @@
 //! contiguous pieces whose sizes differ by at most one.
 
 use fl_core::rng::Rng;
-use fl_core::{Error, FromConfig, InvalidKey, Partitioner, Result};
+use fl_core::{Error, NoParams, Partitioner, Result};
 use rand::seq::SliceRandom;
-use serde::{Deserialize, Serialize};
 
 use super::{check_args, sorted};
 
@@ -13,17 +12,7 @@ use super::{check_args, sorted};
 pub struct Iid;
 
 /// Parameters of `iid`: none, so any key is an error.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct IidConfig {}
-
-impl FromConfig for Iid {
-    type Config = IidConfig;
-
-    fn from_config(_: IidConfig) -> std::result::Result<Self, InvalidKey> {
-        Ok(Iid)
-    }
-}
+pub type IidConfig = NoParams;
 
 impl Partitioner for Iid {
     fn partition(&self, labels: &[i64], classes: i64, clients: usize, rng: &mut Rng) -> Result<Vec<Vec<i64>>> {
@@ -41,5 +30,5 @@ impl Partitioner for Iid {
     }
 }
 
-fl_core::register!(Partitioner "iid" => Iid,
+fl_core::register!(Partitioner "iid" => Iid::default(),
     summary: "uniform random split, client sizes differing by at most one", paper: "");

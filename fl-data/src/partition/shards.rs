@@ -9,27 +9,24 @@
 //! Samples of equal label keep their index order (a stable sort).
 
 use fl_core::rng::Rng;
-use fl_core::{Error, FromConfig, InvalidKey, Partitioner, Result};
+use fl_core::{Error, InvalidKey, Partitioner, Result, Validate};
 use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
+use smart_default::SmartDefault;
 
 use super::{check_args, sorted};
 
 /// Parameters of `shards`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, SmartDefault, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ShardsConfig {
+    /// Shards dealt to each client, at least 1.
+    #[default(2)]
     pub shards_per_client: usize,
 }
 
-impl Default for ShardsConfig {
-    fn default() -> Self {
-        ShardsConfig { shards_per_client: 2 }
-    }
-}
-
-impl ShardsConfig {
-    pub fn validate(&self) -> std::result::Result<(), InvalidKey> {
+impl Validate for ShardsConfig {
+    fn validate(&self) -> std::result::Result<(), InvalidKey> {
         if self.shards_per_client == 0 {
             return Err(InvalidKey::new("shards_per_client", "must be at least 1"));
         }
@@ -42,12 +39,10 @@ pub struct Shards {
     pub cfg: ShardsConfig,
 }
 
-impl FromConfig for Shards {
-    type Config = ShardsConfig;
-
-    fn from_config(cfg: ShardsConfig) -> std::result::Result<Self, InvalidKey> {
-        cfg.validate()?;
-        Ok(Shards { cfg })
+impl Shards {
+    /// The partitioner for `cfg`.
+    pub fn new(cfg: ShardsConfig) -> Self {
+        Shards { cfg }
     }
 }
 
@@ -74,6 +69,6 @@ impl Partitioner for Shards {
     }
 }
 
-fl_core::register!(Partitioner "shards" => Shards,
+fl_core::register!(Partitioner "shards" => Shards::new(ShardsConfig),
     summary: "sort by label, cut into clients x shards_per_client shards, deal shards_per_client random shards to each client",
     paper: "McMahan et al., Communication-Efficient Learning of Deep Networks from Decentralized Data, AISTATS 2017");

@@ -2,21 +2,19 @@
 //! `x ← x + η_g · (1/K) Σ_i s(τ_i) Δ_i` with `Δ_i = w_end − w_start` and `s` the staleness
 //! weight (1/√(1+τ) in the paper).
 
-use fl_core::{AggregateCtx, Aggregator, ClientUpdate, FromConfig, InvalidKey, ParamSet, Result};
+use fl_core::{AggregateCtx, Aggregator, ClientUpdate, ParamSet, Result, Validate};
 use serde::{Deserialize, Serialize};
+use smart_default::SmartDefault;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, SmartDefault, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct BufferedMeanConfig {
     /// Server learning rate η_g.
+    #[default(1.0)]
     pub server_lr: f64,
 }
 
-impl Default for BufferedMeanConfig {
-    fn default() -> Self {
-        BufferedMeanConfig { server_lr: 1.0 }
-    }
-}
+impl Validate for BufferedMeanConfig {}
 
 pub struct BufferedMean {
     cfg: BufferedMeanConfig,
@@ -25,14 +23,6 @@ pub struct BufferedMean {
 impl BufferedMean {
     pub fn new(cfg: BufferedMeanConfig) -> Self {
         BufferedMean { cfg }
-    }
-}
-
-impl FromConfig for BufferedMean {
-    type Config = BufferedMeanConfig;
-
-    fn from_config(cfg: BufferedMeanConfig) -> std::result::Result<Self, InvalidKey> {
-        Ok(BufferedMean::new(cfg))
     }
 }
 
@@ -47,6 +37,6 @@ impl Aggregator for BufferedMean {
     }
 }
 
-fl_core::register!(Aggregator "buffered-mean" => BufferedMean,
+fl_core::register!(Aggregator "buffered-mean" => BufferedMean::new(BufferedMeanConfig),
     summary: "x ← x + η_g/K Σ s(τ_i) Δ_i over the K buffered updates (FedBuff)",
     paper: "Nguyen et al., AISTATS 2022");

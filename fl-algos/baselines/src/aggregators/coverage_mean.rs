@@ -4,7 +4,7 @@
 //! `uncovered = "zero"`, becomes 0 (the OAP code's `nan_to_num` of 0/0).
 
 use fl_core::tch::{Kind, Tensor};
-use fl_core::{AggregateCtx, Aggregator, ClientUpdate, FromConfig, InvalidKey, ParamSet, Result};
+use fl_core::{AggregateCtx, Aggregator, ClientUpdate, ParamSet, Result, Validate};
 use serde::{Deserialize, Serialize};
 
 use super::weighted_mean::{Weighting, normalised_weights};
@@ -13,17 +13,23 @@ use super::weighted_mean::{Weighting, normalised_weights};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum Uncovered {
+    /// It keeps its value.
     #[default]
     Keep,
+    /// It becomes 0.
     Zero,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct CoverageMeanConfig {
+    /// How client contributions are weighted: by samples or uniformly.
     pub weighting: Weighting,
+    /// What happens to an element no client trained: kept or set to 0.
     pub uncovered: Uncovered,
 }
+
+impl Validate for CoverageMeanConfig {}
 
 pub struct CoverageMean {
     cfg: CoverageMeanConfig,
@@ -32,14 +38,6 @@ pub struct CoverageMean {
 impl CoverageMean {
     pub fn new(cfg: CoverageMeanConfig) -> Self {
         CoverageMean { cfg }
-    }
-}
-
-impl FromConfig for CoverageMean {
-    type Config = CoverageMeanConfig;
-
-    fn from_config(cfg: CoverageMeanConfig) -> std::result::Result<Self, InvalidKey> {
-        Ok(CoverageMean::new(cfg))
     }
 }
 
@@ -74,6 +72,6 @@ impl Aggregator for CoverageMean {
     }
 }
 
-fl_core::register!(Aggregator "coverage-mean" => CoverageMean,
+fl_core::register!(Aggregator "coverage-mean" => CoverageMean::new(CoverageMeanConfig),
     summary: "each element averaged over the clients that trained it; uncovered elements keep their value",
     paper: "Diao et al., HeteroFL, ICLR 2021; Wang et al., KDD 2023");

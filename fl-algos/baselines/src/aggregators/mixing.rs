@@ -8,8 +8,9 @@
 //! it, at rate α times their weighted mean staleness weight; untrained elements stay.
 
 use fl_core::tch::Tensor;
-use fl_core::{AggregateCtx, Aggregator, ClientUpdate, FromConfig, InvalidKey, Mask, ParamSet, Result};
+use fl_core::{AggregateCtx, Aggregator, ClientUpdate, InvalidKey, Mask, ParamSet, Result, Validate};
 use serde::{Deserialize, Serialize};
+use smart_default::SmartDefault;
 
 /// What an update pulls the model towards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -33,23 +34,22 @@ pub enum Combine {
     Mean,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, SmartDefault, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AsyncMixConfig {
-    /// Base mixing rate α.
+    /// Base mixing rate α, in (0, 1].
+    #[default(0.6)]
     pub alpha: f64,
+    /// What an update pulls the model towards: its new model or its change.
+    #[default(MixTarget::Model)]
     pub target: MixTarget,
+    /// How the updates of one aggregation are merged: in arrival order or at once.
+    #[default(Combine::Sequential)]
     pub combine: Combine,
 }
 
-impl Default for AsyncMixConfig {
-    fn default() -> Self {
-        AsyncMixConfig { alpha: 0.6, target: MixTarget::Model, combine: Combine::Sequential }
-    }
-}
-
-impl AsyncMixConfig {
-    pub fn validate(&self) -> std::result::Result<(), InvalidKey> {
+impl Validate for AsyncMixConfig {
+    fn validate(&self) -> std::result::Result<(), InvalidKey> {
         if !(self.alpha > 0.0 && self.alpha <= 1.0) {
             return Err(InvalidKey::new("alpha", format!("expected a value in (0, 1], got {}", self.alpha)));
         }
@@ -124,15 +124,6 @@ impl AsyncMix {
     }
 }
 
-impl FromConfig for AsyncMix {
-    type Config = AsyncMixConfig;
-
-    fn from_config(cfg: AsyncMixConfig) -> std::result::Result<Self, InvalidKey> {
-        cfg.validate()?;
-        Ok(AsyncMix::new(cfg))
-    }
-}
-
 impl Aggregator for AsyncMix {
     fn aggregate(&mut self, global: &ParamSet, updates: &[ClientUpdate], ctx: &AggregateCtx) -> Result<ParamSet> {
         Ok(match self.cfg.combine {
@@ -142,6 +133,6 @@ impl Aggregator for AsyncMix {
     }
 }
 
-fl_core::register!(Aggregator "async-mix" => AsyncMix,
+fl_core::register!(Aggregator "async-mix" => AsyncMix::new(AsyncMixConfig),
     summary: "x ← (1−α_t) x + α_t x_new over the trained elements, α_t = α·s(staleness) (FedAsync, Fed-RAA)",
     paper: "Xie et al., arXiv:1903.03934; Zhang et al. (Fed-RAA)");

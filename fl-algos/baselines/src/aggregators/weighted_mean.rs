@@ -2,8 +2,9 @@
 //! `x ← x + η Σ p_i Δ_i` with `p_i ∝ n_i` (samples) or uniform. With full masks and η = 1
 //! this is the weighted mean of the client models.
 
-use fl_core::{AggregateCtx, Aggregator, ClientUpdate, Error, FromConfig, InvalidKey, ParamSet, Result};
+use fl_core::{AggregateCtx, Aggregator, ClientUpdate, Error, ParamSet, Result, Validate};
 use serde::{Deserialize, Serialize};
+use smart_default::SmartDefault;
 
 /// How client contributions are weighted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -24,21 +25,21 @@ impl Weighting {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, SmartDefault, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct WeightedMeanConfig {
+    /// How client contributions are weighted: by samples or uniformly.
+    #[default(Weighting::Samples)]
     pub weighting: Weighting,
     /// Server learning rate η.
+    #[default(1.0)]
     pub server_lr: f64,
     /// Multiply each weight by the update's staleness weight.
+    #[default(false)]
     pub use_staleness: bool,
 }
 
-impl Default for WeightedMeanConfig {
-    fn default() -> Self {
-        WeightedMeanConfig { weighting: Weighting::Samples, server_lr: 1.0, use_staleness: false }
-    }
-}
+impl Validate for WeightedMeanConfig {}
 
 pub struct WeightedMean {
     cfg: WeightedMeanConfig,
@@ -69,14 +70,6 @@ pub(crate) fn normalised_weights(
     Ok(raw.iter().map(|w| w / total).collect())
 }
 
-impl FromConfig for WeightedMean {
-    type Config = WeightedMeanConfig;
-
-    fn from_config(cfg: WeightedMeanConfig) -> std::result::Result<Self, InvalidKey> {
-        Ok(WeightedMean::new(cfg))
-    }
-}
-
 impl Aggregator for WeightedMean {
     fn aggregate(&mut self, global: &ParamSet, updates: &[ClientUpdate], ctx: &AggregateCtx) -> Result<ParamSet> {
         let p = normalised_weights(updates, ctx, self.cfg.weighting, self.cfg.use_staleness)?;
@@ -88,6 +81,6 @@ impl Aggregator for WeightedMean {
     }
 }
 
-fl_core::register!(Aggregator "weighted-mean" => WeightedMean,
+fl_core::register!(Aggregator "weighted-mean" => WeightedMean::new(WeightedMeanConfig),
     summary: "x ← x + η Σ p_i Δ_i, p_i ∝ samples or uniform (FedAvg)",
     paper: "McMahan et al., AISTATS 2017");

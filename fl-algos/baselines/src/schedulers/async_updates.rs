@@ -3,29 +3,27 @@
 //! (1: every arrival, FedAsync; K: FedBuff). After each arrival a client drawn uniformly from
 //! the idle ones starts training on the newest model.
 
-use fl_core::{FromConfig, InvalidKey, Result, SchedCtx, Scheduler};
+use fl_core::{InvalidKey, Result, SchedCtx, Scheduler, Validate};
 use rand::seq::IndexedRandom;
 use serde::{Deserialize, Serialize};
+use smart_default::SmartDefault;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, SmartDefault, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AsyncConfig {
-    /// Updates aggregated together (K).
+    /// Updates aggregated together (K), at least 1.
+    #[default(1)]
     pub buffer: usize,
-    /// Clients training at the same time (default: all).
+    /// Clients training at the same time (absent: all).
+    #[default(None)]
     pub concurrency: Option<usize>,
     /// Stop after this many aggregations.
+    #[default(1000)]
     pub aggregations: u64,
 }
 
-impl Default for AsyncConfig {
-    fn default() -> Self {
-        AsyncConfig { buffer: 1, concurrency: None, aggregations: 1000 }
-    }
-}
-
-impl AsyncConfig {
-    pub fn validate(&self) -> std::result::Result<(), InvalidKey> {
+impl Validate for AsyncConfig {
+    fn validate(&self) -> std::result::Result<(), InvalidKey> {
         if self.buffer == 0 {
             return Err(InvalidKey::new("buffer", "expected at least 1"));
         }
@@ -57,15 +55,6 @@ impl AsyncUpdates {
     }
 }
 
-impl FromConfig for AsyncUpdates {
-    type Config = AsyncConfig;
-
-    fn from_config(cfg: AsyncConfig) -> std::result::Result<Self, InvalidKey> {
-        cfg.validate()?;
-        Ok(AsyncUpdates::new(cfg))
-    }
-}
-
 impl Scheduler for AsyncUpdates {
     fn on_start(&mut self, ctx: &mut SchedCtx) -> Result<()> {
         let n = ctx.num_clients();
@@ -92,6 +81,6 @@ impl Scheduler for AsyncUpdates {
     }
 }
 
-fl_core::register!(Scheduler "async" => AsyncUpdates,
+fl_core::register!(Scheduler "async" => AsyncUpdates::new(AsyncConfig),
     summary: "asynchronous: aggregate every `buffer` arrivals, keep `concurrency` clients training",
     paper: "Xie et al., arXiv:1903.03934; Nguyen et al., AISTATS 2022");

@@ -2,28 +2,27 @@
 //! replacement, waits for all of them, aggregates, and starts the next round. A round lasts as
 //! long as its slowest client.
 
-use fl_core::{FromConfig, InvalidKey, Result, SchedCtx, Scheduler};
+use fl_core::{InvalidKey, Result, SchedCtx, Scheduler, Validate};
 use rand::seq::index;
 use serde::{Deserialize, Serialize};
+use smart_default::SmartDefault;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, SmartDefault, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SyncRoundsConfig {
+    /// Rounds to run, at least 1.
+    #[default(100)]
     pub rounds: u64,
-    /// Share of clients sampled each round (at least one).
+    /// Share of clients sampled each round, in (0, 1] (at least one client).
+    #[default(1.0)]
     pub fraction: f64,
     /// If set, exactly this many clients per round (overrides `fraction`).
+    #[default(None)]
     pub clients_per_round: Option<usize>,
 }
 
-impl Default for SyncRoundsConfig {
-    fn default() -> Self {
-        SyncRoundsConfig { rounds: 100, fraction: 1.0, clients_per_round: None }
-    }
-}
-
-impl SyncRoundsConfig {
-    pub fn validate(&self) -> std::result::Result<(), InvalidKey> {
+impl Validate for SyncRoundsConfig {
+    fn validate(&self) -> std::result::Result<(), InvalidKey> {
         if self.rounds == 0 {
             return Err(InvalidKey::new("rounds", "expected at least 1"));
         }
@@ -61,15 +60,6 @@ impl SyncRounds {
     }
 }
 
-impl FromConfig for SyncRounds {
-    type Config = SyncRoundsConfig;
-
-    fn from_config(cfg: SyncRoundsConfig) -> std::result::Result<Self, InvalidKey> {
-        cfg.validate()?;
-        Ok(SyncRounds::new(cfg))
-    }
-}
-
 impl Scheduler for SyncRounds {
     fn on_start(&mut self, ctx: &mut SchedCtx) -> Result<()> {
         self.start_round(ctx)
@@ -94,6 +84,6 @@ impl Scheduler for SyncRounds {
     }
 }
 
-fl_core::register!(Scheduler "sync-rounds" => SyncRounds,
+fl_core::register!(Scheduler "sync-rounds" => SyncRounds::new(SyncRoundsConfig),
     summary: "synchronous rounds: sample a share of clients, wait for all, aggregate",
     paper: "McMahan et al., AISTATS 2017");
