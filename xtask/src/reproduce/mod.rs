@@ -27,6 +27,7 @@ mod grid;
 mod outcome;
 mod records;
 mod report;
+mod report_files;
 mod runner;
 mod scatter;
 mod server_loss;
@@ -34,18 +35,16 @@ mod slurm;
 mod variants_index;
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
-use serde_json::json;
 
 use crate::util::{cargo, run as run_cmd, workspace_root};
 use grid::{Grid, PlannedRun};
 use outcome::Outcome;
 use records::Records;
-use report::{Expected, Findings, MissingData, Notes, Results, Score};
+use report::{Expected, MissingData, Results};
 use runner::Runner;
 use slurm::SlurmArray;
 
@@ -306,7 +305,7 @@ pub fn run(o: Options) -> Result<()> {
     let failed = if o.report_only { Vec::new() } else { runner.run_all(&runnable) };
     let outcomes = collect(&runs, &runner.records)?;
     let results = Results { scale: &o.scale, runs: &runs, outcomes, missing };
-    let checks_failed = write_report(&grid, &expected, &results, &o, &report_dir)?;
+    let checks_failed = report_files::write_report(&grid, &expected, &results, &o, &report_dir)?;
     variants_index::write(&grid, &reports)?;
     println!("report: {}", report_dir.display());
     if !failed.is_empty() {
@@ -430,139 +429,6 @@ fn dataset_usable(json: &[u8]) -> bool {
         status: String,
     }
     serde_json::from_slice::<Info>(json).is_ok_and(|i| matches!(i.state.status.as_str(), "present" | "generated"))
-}
-
-/// `experiments/<paper>/findings.md`, linked relative to the report directory `dir`.
-fn load_findings(paper: &str, dir: &std::path::Path) -> Result<Option<Findings>> {
-    let root = workspace_root();
-    let depth = dir.strip_prefix(&root).map_or(0, |d| d.components().count());
-    let link = format!("{}experiments/{paper}/findings.md", "../".repeat(depth));
-    Findings::load(&root.join("experiments").join(paper).join("findings.md"), link)
-}
-
-/// Writes tables, summary, figures and `results.json`; returns how many checks failed.
-fn write_report(
-    grid: &Grid,
-    expected: &Expected,
-    results: &Results,
-    o: &Options,
-    dir: &std::path::Path,
-) -> Result<usize> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let command = report_command(o);
-    let mut heading = format!("# {} — scale `{}`\n\n`{command}`\n\n", grid.title, o.scale);
-    for v in &o.variants {
-        let _ = writeln!(heading, "Variant `{v}`: {}.\n", grid.variant(v)?.what);
-    }
-    let findings = load_findings(&o.paper, dir)?;
-    let notes = Notes { findings: findings.as_ref(), variants: &o.variants };
-    let mut tables_json = serde_json::Map::new();
-    let mut scores: Vec<(&str, Score)> = Vec::new();
-    let mut scatters = Vec::new();
-    for table in &expected.tables {
-        let rendered = report::render_table(table, results, &notes);
-        let path = dir.join(format!("{}.md", table.id));
-        let text = format!("{heading}{}", rendered.markdown);
-        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
-        scatters.extend(scatter::write(grid, table, &rendered.cells, dir)?);
-        tables_json.insert(table.id.clone(), json!(rendered.cells));
-        scores.push((&table.title, rendered.score));
-    }
-    let checks = report::evaluate_checks(grid, results);
-    let orderings = report::evaluate_orderings(grid, results, findings.as_ref());
-    let mut checks = checks;
-    let names = figures::run_names(grid, expected);
-    let mut figures = figures::write_figures(grid, &names, results, dir)?;
-    figures.extend(figures::write_sweeps(grid, &names, results, dir)?);
-    figures.extend(scatters);
-    let section = match expected.section.as_deref() {
-        None => None,
-        Some("server-loss") => Some(server_loss::write(results, &expected.curves, &expected.participation, dir)?),
-        Some(other) => bail!("expected.toml: section = `{other}` is not known; the known section is `server-loss`"),
-    };
-    if let Some(s) = &section {
-        checks.extend(s.checks.iter().cloned());
-        figures.extend(s.figures.iter().cloned());
-    }
-
-    let mut summary = heading;
-    if !results.missing.is_empty() {
-        summary.push_str("## Datasets not present\n\n");
-        for (d, m) in &results.missing {
-            let _ = writeln!(
-                summary,
-                "- {} (`{d}`): its cells read \"needs {}\". Place the official files in the data directory \
-                 (`fl data info {d}` says where and in which format), or fetch them with `{}` where there is internet.",
-                m.title, m.title, m.fetch
-            );
-        }
-        summary.push('\n');
-    }
-    if let Some(s) = &section {
-        summary.push_str(&s.markdown);
-    }
-    summary.push_str(&report::render_verdicts("Checks", &checks));
-    summary.push('\n');
-    summary.push_str(&report::render_verdicts("Orderings (the shape of the paper's results)", &orderings));
-    summary.push_str("\n## Files\n\n");
-    for table in &expected.tables {
-        let _ = writeln!(summary, "- [{}]({}.md)", table.title, table.id);
-    }
-    for (title, file) in &figures {
-        let name = file.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
-        let _ = writeln!(summary, "- {title}\n\n  ![{title}]({name})");
-    }
-    if !scores.is_empty() {
-        summary.push_str(
-            "\n## Score\n\nAccuracy cells within the paper's tolerance / compared (a finished run) / in the paper:\n\n",
-        );
-        for (title, s) in &scores {
-            let _ = writeln!(summary, "- {title}: {} / {} / {}", s.within, s.compared, s.in_paper);
-        }
-    }
-    std::fs::write(dir.join("summary.md"), &summary)
-        .with_context(|| format!("writing {}", dir.join("summary.md").display()))?;
-
-    let runs_json: Vec<serde_json::Value> = results
-        .runs
-        .iter()
-        .map(|r| {
-            let o = runner::is_done(r).then(|| Outcome::read(&r.dir, r.seed).ok()).flatten();
-            let status = if results.missing.contains_key(&r.dataset) {
-                "missing-data"
-            } else if runner::is_done(r) {
-                "done"
-            } else {
-                "not-finished"
-            };
-            json!({
-                "key": r.key, "dataset": r.dataset, "setting": r.setting, "id": r.id, "seed": r.seed,
-                "status": status, "dir": r.dir.strip_prefix(workspace_root()).unwrap_or(&r.dir).display().to_string(),
-                "best_accuracy": o.as_ref().map(|o| o.best_accuracy),
-                "final_accuracy": o.as_ref().map(|o| o.final_accuracy),
-                "final_loss": o.as_ref().map(|o| o.final_loss),
-                "wall_time_s": o.as_ref().map(|o| o.wall_time_s),
-            })
-        })
-        .collect();
-    let results_json = json!({
-        "paper": grid.paper, "title": grid.title, "scale": o.scale, "variants": o.variants, "command": command,
-        "missing_datasets": results.missing, "runs": runs_json, "tables": tables_json,
-        "checks": checks, "orderings": orderings,
-        "scores": scores.iter().map(|(t, s)| (t.to_string(), json!(s))).collect::<serde_json::Map<_, _>>(),
-    });
-    let path = dir.join("results.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&results_json)?)
-        .with_context(|| format!("writing {}", path.display()))?;
-    for v in &checks {
-        let mark = match v.passed {
-            Some(true) => "ok  ",
-            Some(false) => "FAIL",
-            None => "skip",
-        };
-        println!("check {mark} {}: {}", v.what, v.detail);
-    }
-    Ok(checks.iter().filter(|v| v.passed == Some(false)).count())
 }
 
 #[cfg(test)]
