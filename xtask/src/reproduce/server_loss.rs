@@ -404,15 +404,38 @@ fn checks(
     participation: &[ReferenceParticipation],
 ) -> Vec<Verdict> {
     let get = |key: &str| traces.get(key).map(|(_, t)| t);
-    let mut out = Vec::new();
-    let mut verdict = |what: String, passed: Option<bool>, detail: String| out.push(Verdict { what, passed, detail });
-    let too_short = |t: &Trace| t.rounds() < MIN_ROUNDS;
-    let not_run = "not run at this scale".to_string();
+    let mut out = vec![
+        decreasing(dataset, get("main/afl-j5")),
+        more_clients_faster(
+            dataset,
+            SWEEP.iter().filter_map(|(id, j)| get(&format!("main/{id}")).map(|t| (*j, t))).collect(),
+        ),
+        afl_like_sfl(dataset, get("main/afl-j5"), get("main/sfl-j5")),
+    ];
+    out.extend(uniform_participation(
+        dataset,
+        [("AFL (V1)", get("main/afl-j5")), ("code (V2)", get("main/code-j5"))],
+        participation,
+    ));
+    out.push(within_artefact_bands(results, dataset, get("main/code-j5")));
+    out
+}
 
-    // 1. Decreasing with diminishing returns (Figs 1/5).
+fn verdict(what: String, passed: Option<bool>, detail: String) -> Verdict {
+    Verdict { what, passed, detail }
+}
+
+fn too_short(t: &Trace) -> bool {
+    t.rounds() < MIN_ROUNDS
+}
+
+const NOT_RUN: &str = "not run at this scale";
+
+/// Figs 1/5: AFL's server loss decreases, with diminishing returns.
+fn decreasing(dataset: &str, afl: Option<&Trace>) -> Verdict {
     let what = format!("{dataset}: AFL's server loss decreases, with diminishing returns (Fig 1/5)");
-    match get("main/afl-j5") {
-        None => verdict(what, None, not_run.clone()),
+    match afl {
+        None => verdict(what, None, NOT_RUN.into()),
         Some(t) if t.rounds() < 2 => verdict(what, None, format!("{} rounds: too few to judge", t.rounds())),
         Some(t) if too_short(t) => {
             let (first, last) = (t.loss[0], t.loss[t.rounds() - 1]);
@@ -437,18 +460,18 @@ fn checks(
                     "mean over the first, middle and last tenth of {n} rounds: {first:.4} > {middle:.4} > {last:.4}; \
                      drop in the first half {drop1:.4} > in the second {drop2:.4}"
                 ),
-            );
+            )
         }
     }
+}
 
-    // 2. Larger J reduces the loss faster in early rounds (Figs 3/8).
+/// Figs 3/8: more clients per round lower the server loss faster in early rounds.
+fn more_clients_faster(dataset: &str, sweep: Vec<(usize, &Trace)>) -> Verdict {
     let what = format!("{dataset}: more clients per round lower the server loss faster early (Fig 3/8)");
-    let sweep: Vec<(usize, &Trace)> =
-        SWEEP.iter().filter_map(|(id, j)| get(&format!("main/{id}")).map(|t| (*j, t))).collect();
     if sweep.len() < SWEEP.len() {
-        verdict(what, None, format!("{} of the {} J runs finished", sweep.len(), SWEEP.len()));
+        verdict(what, None, format!("{} of the {} J runs finished", sweep.len(), SWEEP.len()))
     } else if sweep.iter().any(|(_, t)| too_short(t)) {
-        verdict(what, None, "too few rounds to judge".into());
+        verdict(what, None, "too few rounds to judge".into())
     } else {
         let n = sweep.iter().map(|(_, t)| t.rounds()).min().unwrap_or(0);
         let early = n.div_ceil(10).max(2);
@@ -463,12 +486,14 @@ fn checks(
                 "mean server loss over rounds 2–{early}: {}; Spearman ρ(J, loss) = {rho:.2} (≤ −0.6 required)",
                 listed.join(", ")
             ),
-        );
+        )
     }
+}
 
-    // 3. AFL and SFL: similar final loss, AFL noisier early (Figs 4/7).
+/// Figs 4/7: AFL and SFL reach similar final losses, AFL noisier early.
+fn afl_like_sfl(dataset: &str, afl: Option<&Trace>, sfl: Option<&Trace>) -> Verdict {
     let what = format!("{dataset}: AFL and SFL reach similar losses, AFL noisier early (Fig 4/7)");
-    match (get("main/afl-j5"), get("main/sfl-j5")) {
+    match (afl, sfl) {
         (Some(a), Some(s)) if !too_short(a) && !too_short(s) => {
             let n = a.rounds().min(s.rounds());
             let tenth = (n / 10).max(1);
@@ -491,51 +516,63 @@ fn checks(
                     "last tenth: AFL {fa:.4}, SFL {fs:.4} (similar: within 25% + 0.005: {similar}); round-to-round \
                      change in the first fifth, RMS: AFL {na:.4}, SFL {ns:.4}{why}"
                 ),
-            );
+            )
         }
         (Some(_), Some(_)) => verdict(what, None, "too few rounds to judge".into()),
-        _ => verdict(what, None, not_run.clone()),
+        _ => verdict(what, None, NOT_RUN.into()),
     }
+}
 
-    // 4. Participation: Binomial(rounds, J/C) per client, a chi-square test.
-    for (key, label) in [("main/afl-j5", "AFL (V1)"), ("main/code-j5", "code (V2)")] {
+/// Figs 2/6: each client's participation is Binomial(rounds, J/C), by a chi-square test; also
+/// the authors' own counts.
+fn uniform_participation(
+    dataset: &str,
+    runs: [(&str, Option<&Trace>); 2],
+    participation: &[ReferenceParticipation],
+) -> Vec<Verdict> {
+    let mut out = Vec::new();
+    for (label, trace) in runs {
         let what = format!("{dataset}: participation of {label} is uniform, Binomial(rounds, J/C) (Fig 2/6)");
-        match get(key) {
+        match trace {
             Some(t) if !too_short(t) => {
                 let rounds = t.rounds() as f64;
                 let (stat, limit) = participation_chi_square(&t.participation, rounds, 5);
-                verdict(
+                out.push(verdict(
                     what,
                     Some(stat <= limit),
                     format!(
                         "counts {:?} over {rounds} rounds; X² = Σ(n_c − Rp)²/(Rp(1−p)) = {stat:.2} ≤ {limit:.2} (χ²₉, 99%)",
                         t.participation
                     ),
-                );
+                ));
             }
-            Some(_) => verdict(what, None, "too few rounds to judge".into()),
-            None => verdict(what, None, not_run.clone()),
+            Some(_) => out.push(verdict(what, None, "too few rounds to judge".into())),
+            None => out.push(verdict(what, None, NOT_RUN.into())),
         }
     }
     if let Some(p) = participation.iter().find(|p| p.dataset == dataset) {
         let rounds = p.true_counts.iter().sum::<u64>() as f64 / 5.0;
         let (stat, limit) = participation_chi_square(&p.true_counts, rounds, 5);
-        verdict(
+        out.push(verdict(
             format!("{dataset}: the authors' own true counts are uniform too ({}, their {rounds} rounds)", p.run),
             Some(stat <= limit),
             format!("X² = {stat:.2} ≤ {limit:.2}; their plotted column: {:?}", p.plotted_counts),
-        );
+        ));
     }
+    out
+}
 
-    // 5. The code-faithful run within the bands of the artefacts (§5.3), at the paper's settings.
+/// §5.3 of the spec: the code-faithful run within the bands of the authors' run artefacts, at
+/// the paper's settings only.
+fn within_artefact_bands(results: &Results, dataset: &str, code: Option<&Trace>) -> Verdict {
     let what = format!("{dataset}: the authors' algorithm (V2) within the bands of their run artefacts");
     let bands: &[(usize, f64, f64)] = if dataset == "mnist" {
         &[(1, 1.0, 1.6), (100, 0.06, 0.12), (1000, 0.002, 0.006)]
     } else {
         &[(1, 0.6, 0.9), (10, 0.03, 0.10), (200, 0.002, 0.017)]
     };
-    match get("main/code-j5") {
-        None => verdict(what, None, not_run),
+    match code {
+        None => verdict(what, None, NOT_RUN.into()),
         Some(_) if results.scale != "full" => verdict(
             what,
             None,
@@ -547,10 +584,9 @@ fn checks(
             let passed = judged.iter().all(|(_, lo, hi, v)| v >= lo && v <= hi);
             let detail: Vec<String> =
                 judged.iter().map(|(r, lo, hi, v)| format!("r{r} {v:.4} in [{lo}, {hi}]")).collect();
-            verdict(what, (!judged.is_empty()).then_some(passed), detail.join("; "));
+            verdict(what, (!judged.is_empty()).then_some(passed), detail.join("; "))
         }
     }
-    out
 }
 
 /// RMS of the round-to-round changes of a curve.
