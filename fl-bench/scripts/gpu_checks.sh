@@ -18,7 +18,7 @@ done
 nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader -l 10 > "$dir/gpu-utilisation.txt" &
 smi=$!
 start=$(date +%s)
-(cd "$dir" && timeout "$seconds" "$fl" pack $(ls -d */) --device cuda --workers 1 > pack.txt 2>&1)
+(cd "$dir" && timeout "$seconds" "$fl" pack $(ls -d */) --device cuda --workers 1 --force > pack.txt 2>&1)
 echo "pack: exit status $?, $(( $(date +%s) - start )) s"
 kill $smi
 for run in "$dir"/*/; do echo "$(( $(wc -l < "$run/metrics.csv") - 2 ))"; done | sort -n | uniq -c |

@@ -50,6 +50,9 @@ pub struct RunArgs {
     /// Override the experiment's seed.
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Replace a finished run (or the outputs of an interrupted one) in the output directory.
+    #[arg(long)]
+    pub force: bool,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -67,6 +70,9 @@ pub struct PackArgs {
     /// the number of CPU cores).
     #[arg(long)]
     pub workers: Option<usize>,
+    /// Replace finished runs (or the outputs of interrupted ones) in the directories.
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Debug, Subcommand)]

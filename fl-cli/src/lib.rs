@@ -16,7 +16,7 @@ use fl_algos as _;
 use fl_data as _;
 use fl_models as _;
 
-pub use run_dir::RunDir;
+pub use run_dir::{Reserved, RunDir, default_dir};
 
 /// Parses the process arguments, runs the command, prints errors with their causes.
 pub fn main() -> ExitCode {

@@ -5,20 +5,51 @@
 //! seed), `timing.csv` (host wall time per evaluation), `events.jsonl` (diagnostics per
 //! evaluation) and `summary.json`. Records are flushed as they come, so a run that fails
 //! part-way keeps everything it evaluated.
+//!
+//! A directory is reserved before any work starts ([`RunDir::reserve`]): a finished run
+//! (`summary.json`) or the outputs of an interrupted one are never overwritten without
+//! `--force`, and a lock (`.fl-lock`, an advisory lock the system releases when the process
+//! ends, however it ends) makes a second process on the same directory fail at once. The
+//! default directory `runs/<name>` takes the experiment's name only when it is a plain name
+//! ([`default_dir`]), so that a config cannot write outside `runs/`.
 
-use std::fs::File;
+use std::fs::{File, TryLockError};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use fl_core::{EvalRecord, Observer, Summary};
 use fl_record::SummaryFile;
 use serde_json::json;
 
 use crate::timing::Stopwatch;
 
+/// The lock file of a run directory, held for the life of the process that writes it.
+const LOCK_FILE: &str = ".fl-lock";
+
+/// `runs/<name>`, for an experiment name made of letters, digits, `.`, `_` and `-` that does
+/// not start with `.`: never a path, a parent or a hidden directory.
+pub fn default_dir(name: &str, file: &Path) -> Result<PathBuf> {
+    let plain = name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if name.is_empty() || name.len() > 200 || name.starts_with('.') || !plain {
+        bail!(
+            "{}: key `name`: {name:?} cannot name a directory under runs/: use at most 200 letters, digits,              '.', '_' and '-', not starting with '.' (or choose the directory with --out)",
+            file.display()
+        );
+    }
+    Ok(PathBuf::from("runs").join(name))
+}
+
+/// A run directory reserved for this process: created, checked for an earlier run, locked.
+pub struct Reserved {
+    dir: PathBuf,
+    lock: File,
+}
+
 pub struct RunDir {
     dir: PathBuf,
+    /// Held until the run directory is dropped.
+    _lock: File,
     metrics: BufWriter<File>,
     timing: BufWriter<File>,
     events: BufWriter<File>,
@@ -30,9 +61,48 @@ fn create(path: &Path) -> Result<BufWriter<File>> {
 }
 
 impl RunDir {
-    /// Creates (or reuses) `dir` and writes the resolved config and the manifest.
-    pub fn create(dir: &Path, resolved_config: &str, manifest: serde_json::Value) -> Result<Self> {
+    /// Creates `dir` if needed and locks it; fails if another process holds it, or, without
+    /// `force`, if it holds a finished run or the outputs of an interrupted one.
+    pub fn reserve(dir: &Path, force: bool) -> Result<Reserved> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let lock_path = dir.join(LOCK_FILE);
+        let lock = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .with_context(|| format!("opening {}", lock_path.display()))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => bail!(
+                "{}: another fl process is writing this run directory; wait for it to end or choose another --out",
+                dir.display()
+            ),
+            Err(TryLockError::Error(e)) => return Err(e).with_context(|| format!("locking {}", lock_path.display())),
+        }
+        if !force {
+            if dir.join("summary.json").is_file() {
+                bail!(
+                    "{}: holds a finished run (summary.json); pass --force to replace it, or choose another --out",
+                    dir.display()
+                );
+            }
+            if dir.join("metrics.csv").is_file() {
+                bail!(
+                    "{}: holds the outputs of a run that did not finish (metrics.csv, no summary.json); pass --force \
+                     to start it again, or choose another --out",
+                    dir.display()
+                );
+            }
+        }
+        Ok(Reserved { dir: dir.to_path_buf(), lock })
+    }
+
+    /// Writes the resolved config and the manifest into the reserved directory and starts its
+    /// records.
+    pub fn create(reserved: Reserved, resolved_config: &str, manifest: serde_json::Value) -> Result<Self> {
+        let Reserved { dir, lock } = reserved;
+        let dir = dir.as_path();
         std::fs::write(dir.join("config.toml"), resolved_config)
             .with_context(|| format!("writing {}", dir.join("config.toml").display()))?;
         write_json(&dir.join("manifest.json"), &manifest)?;
@@ -43,7 +113,7 @@ impl RunDir {
         let mut timing = create(&dir.join("timing.csv"))?;
         writeln!(timing, "version,wall_time_s")?;
         let events = create(&dir.join("events.jsonl"))?;
-        Ok(RunDir { dir: dir.to_path_buf(), metrics, timing, events, clock: Stopwatch::start() })
+        Ok(RunDir { dir: dir.to_path_buf(), _lock: lock, metrics, timing, events, clock: Stopwatch::start() })
     }
 
     pub fn path(&self) -> &Path {

@@ -273,3 +273,56 @@ fn data_info_says_whether_a_dataset_is_there_as_text_and_as_json() {
     let text = fl(&["data", "info", "mnist"]);
     assert!(String::from_utf8_lossy(&text.stdout).contains("status:   present"));
 }
+
+/// A run of a few seconds on MNIST.
+const TINY: &str = "clients = 2\nmethod = \"fedavg\"\n[dataset]\nname = \"mnist\"\ntrain_samples = 200\ntest_samples = 100\n\
+                    [model]\nname = \"mlp\"\n[scheduler]\nrounds = 1\n";
+
+#[test]
+fn run_directories_take_plain_names_keep_finished_runs_and_admit_one_process() {
+    mnist_present();
+    let dir = tempfile::tempdir().unwrap();
+    let fl_in = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_fl")).args(args).current_dir(dir.path()).output().expect("fl runs")
+    };
+    // A name that is a path, a parent, hidden, empty or has a control character: refused before
+    // anything is written, naming the file and the key.
+    for name in ["..", "../../escaped", "/tmp/escaped", "a/b", "a\nb", ".hidden", ""] {
+        let path = write(dir.path(), "named.toml", &format!("name = {name:?}\n{TINY}"));
+        let o = fl_in(&["run", path.to_str().unwrap(), "--quiet"]);
+        assert!(!o.status.success(), "name {name:?} must be refused");
+        assert!(stderr(&o).contains(&format!("{}: key `name`:", path.display())), "{name:?}: {}", stderr(&o));
+        let entries: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert_eq!(entries, ["named.toml"], "{name:?}: nothing but the experiment file");
+    }
+    assert!(!dir.path().parent().unwrap().join("escaped").exists());
+
+    // A plain name runs into runs/<name>; running again is refused and keeps the finished run.
+    let path = write(dir.path(), "tiny.toml", &format!("name = \"tiny\"\n{TINY}"));
+    let file = path.to_str().unwrap();
+    assert!(fl_in(&["run", file, "--quiet"]).status.success());
+    let run = dir.path().join("runs/tiny");
+    let summary = std::fs::read(run.join("summary.json")).unwrap();
+    let again = fl_in(&["run", file, "--quiet"]);
+    assert!(!again.status.success());
+    assert!(stderr(&again).contains("holds a finished run (summary.json); pass --force"), "{}", stderr(&again));
+    assert_eq!(std::fs::read(run.join("summary.json")).unwrap(), summary, "the finished run is intact");
+
+    // The outputs of an interrupted run are kept too; --force starts again.
+    std::fs::remove_file(run.join("summary.json")).unwrap();
+    let again = fl_in(&["run", file, "--quiet"]);
+    assert!(
+        stderr(&again).contains("did not finish (metrics.csv, no summary.json); pass --force"),
+        "{}",
+        stderr(&again)
+    );
+    assert!(fl_in(&["run", file, "--quiet", "--force"]).status.success());
+    assert!(run.join("summary.json").is_file());
+
+    // While a process holds the directory, another fails at once, even with --force.
+    let held = fl_cli::RunDir::reserve(&run, true).unwrap();
+    let busy = fl_in(&["run", file, "--quiet", "--force"]);
+    assert!(stderr(&busy).contains("another fl process is writing this run directory"), "{}", stderr(&busy));
+    drop(held);
+    assert!(fl_in(&["run", file, "--quiet", "--force"]).status.success(), "free again once released");
+}

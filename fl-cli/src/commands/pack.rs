@@ -10,22 +10,29 @@ use fl_core::{Experiment, RunOptions, Simulation};
 
 use super::run::{parse_device, parse_workers, simulate};
 use crate::args::PackArgs;
+use crate::run_dir::{Reserved, RunDir};
 
 /// The experiment file a packed run directory holds.
 const EXPERIMENT_FILE: &str = "experiment.toml";
 /// Where a packed run's result line or error goes, in its directory.
 const LOG_FILE: &str = "log.txt";
 
+/// A run of the pack, ready to start: its experiment, its simulation (joined to the pack) and
+/// its reserved directory.
+type Member = (Experiment, Simulation, Reserved);
+
 pub fn pack(args: &PackArgs) -> Result<()> {
     let device = parse_device(&args.device)?;
     let opts = RunOptions { device, workers: parse_workers(args.workers)?, data_dir: fl_build::data_dir() };
     let pack = RunPack::new();
     // Every run joins the pack before any starts: the pack waits for all its members.
-    let mut runs: Vec<(PathBuf, Result<(Experiment, Simulation)>)> = Vec::new();
+    let mut runs: Vec<(PathBuf, Result<Member>)> = Vec::new();
     for dir in &args.dirs {
-        let built = Experiment::from_file(&dir.join(EXPERIMENT_FILE))
-            .and_then(|e| e.build_in(&opts, &pack).map(|sim| (e, sim)))
-            .map_err(anyhow::Error::from);
+        let built = RunDir::reserve(dir, args.force).and_then(|reserved| {
+            let experiment = Experiment::from_file(&dir.join(EXPERIMENT_FILE))?;
+            let sim = experiment.build_in(&opts, &pack)?;
+            Ok((experiment, sim, reserved))
+        });
         runs.push((dir.clone(), built));
     }
     let results: Vec<(PathBuf, Result<String>)> = std::thread::scope(|s| {
@@ -36,8 +43,8 @@ pub fn pack(args: &PackArgs) -> Result<()> {
                 let run = s.spawn({
                     let dir = dir.clone();
                     move || {
-                        let (experiment, sim) = built?;
-                        simulate(&experiment, &dir.join(EXPERIMENT_FILE), sim, opts, &dir, true)
+                        let (experiment, sim, reserved) = built?;
+                        simulate(&experiment, &dir.join(EXPERIMENT_FILE), sim, opts, reserved, true)
                     }
                 });
                 (dir, run)

@@ -1,6 +1,6 @@
 //! `fl run FILE`: parse, build, simulate, write the run directory.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 use fl_core::tch::{Cuda, Device};
@@ -9,7 +9,7 @@ use serde_json::json;
 
 use crate::args::RunArgs;
 use crate::progress::Progress;
-use crate::run_dir::RunDir;
+use crate::run_dir::{Reserved, RunDir, default_dir};
 
 pub fn run(args: &RunArgs) -> Result<()> {
     let mut experiment = Experiment::from_file(&args.file)?;
@@ -18,22 +18,27 @@ pub fn run(args: &RunArgs) -> Result<()> {
     }
     let device = parse_device(&args.device)?;
     let workers = parse_workers(args.workers)?;
-    let out = args.out.clone().unwrap_or_else(|| PathBuf::from("runs").join(&experiment.name));
+    let out = match &args.out {
+        Some(out) => out.clone(),
+        None => default_dir(&experiment.name, &args.file)?,
+    };
+    // Before any work: a directory another process writes, or a run it would overwrite, fails now.
+    let reserved = RunDir::reserve(&out, args.force)?;
     let opts = RunOptions { device, workers, data_dir: fl_build::data_dir() };
     let sim = experiment.build(&opts)?;
-    let line = simulate(&experiment, &args.file, sim, &opts, &out, args.quiet)?;
+    let line = simulate(&experiment, &args.file, sim, &opts, reserved, args.quiet)?;
     println!("{line}");
     Ok(())
 }
 
-/// Runs `sim` (built from `experiment`, read from `file`) into the run directory `out`;
+/// Runs `sim` (built from `experiment`, read from `file`) into the reserved run directory;
 /// returns the line that reports its result.
 pub(super) fn simulate(
     experiment: &Experiment,
     file: &Path,
     mut sim: Simulation,
     opts: &RunOptions,
-    out: &Path,
+    out: Reserved,
     quiet: bool,
 ) -> Result<String> {
     let manifest = json!({

@@ -1,4 +1,5 @@
-//! `cargo xtask run [ARGS…]`: the main job, the quickstart experiment on real MNIST.
+//! `cargo xtask run [ARGS…]`: the main job, the quickstart experiment on real MNIST, into
+//! `runs/quickstart/` (replacing the previous quickstart run: `--force`).
 
 use anyhow::Result;
 
@@ -8,7 +9,17 @@ pub fn run(args: &[String]) -> Result<()> {
     crate::setup::run()?;
     run_cmd(
         cargo()
-            .args(["run", "--release", "--quiet", "-p", "fl-cli", "--", "run", "experiments/quickstart.toml"])
+            .args([
+                "run",
+                "--release",
+                "--quiet",
+                "-p",
+                "fl-cli",
+                "--",
+                "run",
+                "experiments/quickstart.toml",
+                "--force",
+            ])
             .args(args),
     )
 }

@@ -62,7 +62,9 @@ pub enum Arg<'a> {
 }
 
 /// The arguments of `fl` that run a prepared run directory:
-/// `run <run dir>/experiment.toml --out <run dir> --device D --workers N --quiet`.
+/// `run <run dir>/experiment.toml --out <run dir> --device D --workers N --quiet --force`:
+/// `--force` because the runner runs only what is not done, over whatever an interrupted
+/// attempt left.
 pub fn fl_run_args(device: &str) -> Vec<Arg<'_>> {
     use Arg::{ExperimentFile, RunDir, Word, Workers};
     vec![
@@ -75,6 +77,7 @@ pub fn fl_run_args(device: &str) -> Vec<Arg<'_>> {
         Word("--workers"),
         Workers,
         Word("--quiet"),
+        Word("--force"),
     ]
 }
 
@@ -165,7 +168,7 @@ impl Runner {
         let status = Command::new(&self.fl)
             .arg("pack")
             .args(&dirs)
-            .args(["--device", &self.device, "--workers", &self.workers.to_string()])
+            .args(["--device", &self.device, "--workers", &self.workers.to_string(), "--force"])
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .output();
