@@ -3,6 +3,7 @@
 
 mod args;
 mod commands;
+mod output;
 mod progress;
 mod run_dir;
 mod timing;

@@ -252,14 +252,17 @@ fn fedasync_and_fedbuff_reach_90_percent_within_300_virtual_seconds() {
 #[test]
 fn data_info_says_whether_a_dataset_is_there_as_text_and_as_json() {
     mnist_present();
+    // The JSON, whatever the state; the exit status says whether a run can use the data.
     let json = |name: &str, data_dir: &Path| -> serde_json::Value {
         let o = Command::new(env!("CARGO_BIN_EXE_fl"))
             .args(["data", "info", name, "--json"])
             .env("FL_DATA_DIR", data_dir)
             .output()
             .unwrap();
-        assert!(o.status.success(), "{}", stderr(&o));
-        serde_json::from_slice(&o.stdout).unwrap()
+        let info: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let usable = matches!(info["state"]["status"].as_str(), Some("present" | "generated"));
+        assert_eq!(o.status.success(), usable, "{info}: {}", stderr(&o));
+        info
     };
     let mnist = json("mnist", &fl_build::data_dir());
     assert_eq!(mnist["state"]["status"], "present");
@@ -325,4 +328,20 @@ fn run_directories_take_plain_names_keep_finished_runs_and_admit_one_process() {
     assert!(stderr(&busy).contains("another fl process is writing this run directory"), "{}", stderr(&busy));
     drop(held);
     assert!(fl_in(&["run", file, "--quiet", "--force"]).status.success(), "free again once released");
+}
+
+#[test]
+fn a_reader_that_goes_away_is_not_an_error() {
+    use std::process::Stdio;
+    // `fl list | head -0`: the pipe is closed before fl writes.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fl"))
+        .arg("list")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
 }

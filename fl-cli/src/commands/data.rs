@@ -1,8 +1,10 @@
 //! `fl data fetch NAME` and `fl data info NAME [--json]`.
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
+use fl_data::DataState;
 
 use crate::args::DataCommand;
+use crate::output::say;
 
 pub fn data(command: DataCommand) -> Result<()> {
     let dir = fl_build::data_dir();
@@ -14,15 +16,21 @@ pub fn data(command: DataCommand) -> Result<()> {
                 eprintln!("note: {note}");
             }
             let state = if outcome.already_present { "already present" } else { "fetched and verified" };
-            println!("{name}: {state} in {}", outcome.dir.display());
+            say(&format!("{name}: {state} in {}\n", outcome.dir.display()))?;
         }
         DataCommand::Info { name, json } => {
             let info =
                 fl_data::info(&name, &dir).with_context(|| format!("inspecting `{name}` in {}", dir.display()))?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&info)?);
+                say(&format!("{}\n", serde_json::to_string_pretty(&info)?))?;
             } else {
-                print!("{info}");
+                say(&info.to_string())?;
+            }
+            // A script can test the exit status: only data a run can use is a success.
+            match &info.state {
+                DataState::Present { .. } | DataState::Generated(_) => {}
+                DataState::Missing(_) => bail!("{name}: not present in {}", dir.display()),
+                DataState::Unreadable(_) => bail!("{name}: present in {} but unreadable", dir.display()),
             }
         }
     }

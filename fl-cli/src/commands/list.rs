@@ -39,7 +39,7 @@ pub fn list(only: Option<&str>) -> Result<()> {
             }
         }
     }
-    print!("{out}");
+    crate::output::say(&out)?;
     Ok(())
 }
 

@@ -10,6 +10,7 @@ use fl_core::{Experiment, RunOptions, Simulation};
 
 use super::run::{parse_device, parse_workers, simulate};
 use crate::args::PackArgs;
+use crate::output::say;
 use crate::run_dir::{Reserved, RunDir};
 
 /// The experiment file a packed run directory holds.
@@ -56,10 +57,10 @@ pub fn pack(args: &PackArgs) -> Result<()> {
             .collect()
     });
     let stats = pack.stats();
-    println!(
-        "pack: {} cohort(s) of {} client job(s) trained as {} computation(s)",
+    say(&format!(
+        "pack: {} cohort(s) of {} client job(s) trained as {} computation(s)\n",
         stats.cohorts, stats.jobs, stats.computations
-    );
+    ))?;
     let mut failed = 0;
     for (dir, result) in &results {
         let line = match result {
@@ -69,7 +70,7 @@ pub fn pack(args: &PackArgs) -> Result<()> {
                 format!("error: {e:#}")
             }
         };
-        println!("{}: {line}", dir.display());
+        say(&format!("{}: {line}\n", dir.display()))?;
         log(dir, &line);
     }
     if failed > 0 {

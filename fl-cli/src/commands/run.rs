@@ -27,7 +27,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let opts = RunOptions { device, workers, data_dir: fl_build::data_dir() };
     let sim = experiment.build(&opts)?;
     let line = simulate(&experiment, &args.file, sim, &opts, reserved, args.quiet)?;
-    println!("{line}");
+    crate::output::say(&format!("{line}\n"))?;
     Ok(())
 }
 
