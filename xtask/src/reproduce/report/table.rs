@@ -247,11 +247,19 @@ fn explain(table: &PaperTable, rows: &[&PaperRow], notes: &Notes) -> Vec<String>
         let id = row.run.as_deref()?;
         findings.has(id).then(|| format!("[findings]({}#{id})", findings.link))
     };
+    // The row whose findings speak for `row`: itself, or the row its `known_as` names.
+    fn source<'t>(table: &'t PaperTable, row: &'t PaperRow) -> Option<&'t PaperRow> {
+        match &row.known_as {
+            Some(other) => table.rows.iter().find(|r| r.name() == *other),
+            None => Some(row),
+        }
+    }
     if !notes.variants.is_empty() {
         return rows
             .iter()
             .map(|row| {
-                let see = link(row).map_or(String::new(), |l| format!("; see the {l} on this row"));
+                let see =
+                    source(table, row).and_then(link).map_or(String::new(), |l| format!("; see the {l} on this row"));
                 format!(
                     "- {}: its note in the scale's report describes the paper's protocol, which this report's \
                      variants change{see}.",
