@@ -74,9 +74,6 @@ pub enum Error {
         /// What went wrong, e.g. "update from client 7 of 5".
         message: String,
     },
-    /// An argument that violates a documented contract (shapes, indices, counts).
-    #[error("{0}")]
-    Invalid(String),
     /// The resolved configuration could not be written as TOML.
     #[error("serialising the resolved config")]
     SerializeConfig(#[source] toml::ser::Error),
@@ -94,11 +91,6 @@ pub enum Error {
 }
 
 impl Error {
-    /// An [`Error::Invalid`] with `message`.
-    pub fn invalid(message: impl Into<String>) -> Self {
-        Error::Invalid(message.into())
-    }
-
     /// An [`Error::Io`] on `path`.
     pub fn io(path: impl AsRef<std::path::Path>, source: std::io::Error) -> Self {
         Error::Io { path: path.as_ref().display().to_string(), source }
