@@ -219,7 +219,7 @@ impl Experiment {
         doc.insert("devices".into(), to_table(&self.devices).into());
         doc.insert("eval".into(), to_table(&self.eval).into());
         doc.insert("run".into(), to_table(&self.run).into());
-        toml::to_string_pretty(&doc).map_err(|e| Error::invalid(format!("serialising the resolved config: {e}")))
+        toml::to_string_pretty(&doc).map_err(Error::SerializeConfig)
     }
 
     /// Loads the data, partitions it, builds every component and returns the simulation.

@@ -37,7 +37,9 @@ pub use component_kind::ComponentKind;
 pub use config::{Experiment, RunOptions};
 pub use data::{DataSpec, Dataset, FederatedData, Partitioner};
 pub use engine::{ClientStats, EvalRecord, Observer, Simulation, Summary};
-pub use error::{Error, InvalidKey, Result};
+pub use error::{
+    EngineError, Error, InvalidKey, JobFailure, ModelError, RegistrationError, Result, ShapeError, TrainerError,
+};
 pub use from_config::{FromConfig, ModelFromConfig, NoParams, Validate};
 pub use mask::{Coverage, Mask, StructuredMask};
 pub use mask_policy::{MaskCtx, MaskPolicy};

@@ -8,7 +8,7 @@
 
 use tch::{Device, Kind, Tensor};
 
-use crate::error::{Error, Result};
+use crate::error::{Result, ShapeError};
 use crate::params::ParamSet;
 
 /// Kept indices per tensor and dimension; `None` keeps the whole dimension.
@@ -43,19 +43,11 @@ impl StructuredMask {
     /// Checks ranks, ranges and uniqueness against the full shapes.
     pub fn validate(&self, shapes: &[Vec<i64>]) -> Result<()> {
         if self.keep.len() != shapes.len() {
-            return Err(Error::invalid(format!(
-                "structured mask covers {} tensors, model has {}",
-                self.keep.len(),
-                shapes.len()
-            )));
+            return Err(ShapeError::MaskTensors { mask: self.keep.len(), model: shapes.len() }.into());
         }
         for (t, (dims, shape)) in self.keep.iter().zip(shapes).enumerate() {
             if dims.len() != shape.len() {
-                return Err(Error::invalid(format!(
-                    "structured mask for tensor {t}: {} dims, tensor has {}",
-                    dims.len(),
-                    shape.len()
-                )));
+                return Err(ShapeError::MaskRank { tensor: t, mask: dims.len(), dims: shape.len() }.into());
             }
             for (d, idx) in dims.iter().enumerate() {
                 let Some(idx) = idx else { continue };
@@ -63,10 +55,7 @@ impl StructuredMask {
                 sorted.sort_unstable();
                 sorted.dedup();
                 if sorted.len() != idx.len() || idx.iter().any(|&i| i < 0 || i >= shape[d]) {
-                    return Err(Error::invalid(format!(
-                        "structured mask for tensor {t}, dim {d}: indices must be unique and in 0..{}",
-                        shape[d]
-                    )));
+                    return Err(ShapeError::MaskIndices { tensor: t, dim: d, size: shape[d] }.into());
                 }
             }
         }

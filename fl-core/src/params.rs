@@ -6,7 +6,7 @@
 
 use tch::{Device, Kind, Tensor};
 
-use crate::error::{Error, Result};
+use crate::error::{Result, ShapeError};
 
 /// A model state: named tensors in the model's [`crate::Structure`] order.
 #[derive(Debug)]
@@ -19,7 +19,7 @@ impl ParamSet {
     /// A set of `tensors` named `names`, in that order; fails if the counts differ.
     pub fn new(names: Vec<String>, tensors: Vec<Tensor>) -> Result<Self> {
         if names.len() != tensors.len() {
-            return Err(Error::invalid(format!("ParamSet::new: {} names for {} tensors", names.len(), tensors.len())));
+            return Err(ShapeError::NameCount { names: names.len(), tensors: tensors.len() }.into());
         }
         Ok(ParamSet { names, tensors })
     }

@@ -235,7 +235,7 @@ impl DevicesConfig {
 
     /// One profile per client, drawn in client order from `rng`.
     pub fn draw(&self, clients: usize, rng: &mut Rng) -> Result<Vec<DeviceProfile>> {
-        self.validate().map_err(|e| Error::invalid(e.to_string()))?;
+        self.validate().map_err(|e| Error::Key(e.under("devices")))?;
         let flops = self.flops_per_s.draw_quota(clients, rng);
         let up = self.up_bytes_per_s.draw_quota(clients, rng);
         let down = self.down_bytes_per_s.draw_quota(clients, rng);

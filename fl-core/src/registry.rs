@@ -16,7 +16,7 @@ use tch::Device;
 use crate::aggregator::Aggregator;
 pub use crate::component_kind::ComponentKind;
 use crate::data::{DataSpec, FederatedData, Partitioner};
-use crate::error::{Error, InvalidKey, Result};
+use crate::error::{Error, InvalidKey, RegistrationError, Result};
 use crate::from_config::FromConfig;
 use crate::mask_policy::MaskPolicy;
 use crate::model::Model;
@@ -171,23 +171,20 @@ pub struct Registry {
     methods: BTreeMap<&'static str, &'static Method>,
 }
 
-static REGISTRY: OnceLock<std::result::Result<Registry, String>> = OnceLock::new();
+static REGISTRY: OnceLock<std::result::Result<Registry, RegistrationError>> = OnceLock::new();
 
 impl Registry {
     /// The process-wide registry; fails if two registrations share a kind and name.
     pub fn get() -> Result<&'static Registry> {
-        REGISTRY
-            .get_or_init(|| Registry::collect().map_err(|e| e.to_string()))
-            .as_ref()
-            .map_err(|e| Error::invalid(e.clone()))
+        REGISTRY.get_or_init(Registry::collect).as_ref().map_err(|e| Error::Registration(e.clone()))
     }
 
-    fn collect() -> Result<Registry> {
+    fn collect() -> std::result::Result<Registry, RegistrationError> {
         let mut components: BTreeMap<ComponentKind, BTreeMap<&'static str, &'static Component>> = BTreeMap::new();
         for c in inventory::iter::<Component> {
             let by_name = components.entry(c.build.kind()).or_default();
             if let Some(prev) = by_name.insert(c.name, c) {
-                return Err(Error::DuplicateComponent {
+                return Err(RegistrationError::DuplicateComponent {
                     kind: c.build.kind(),
                     name: c.name.into(),
                     first: prev.origin,
@@ -198,10 +195,11 @@ impl Registry {
         let mut methods = BTreeMap::new();
         for m in inventory::iter::<Method> {
             if let Some(prev) = methods.insert(m.name, m) {
-                return Err(Error::invalid(format!(
-                    "duplicate method `{}` registered (by {} and {})",
-                    m.name, prev.origin, m.origin
-                )));
+                return Err(RegistrationError::DuplicateMethod {
+                    name: m.name.into(),
+                    first: prev.origin,
+                    second: m.origin,
+                });
             }
         }
         Ok(Registry { components, methods })

@@ -35,7 +35,7 @@ use std::collections::BTreeMap;
 use tch::{Device, Kind, Tensor};
 
 use crate::clock::{Tick, seconds};
-use crate::error::{Error, Result};
+use crate::error::{EngineError, Result};
 use crate::params::ParamSet;
 use crate::profile::DeviceProfile;
 use crate::rng::{self, Rng};
@@ -156,8 +156,8 @@ impl RecordingContext {
 
     fn start(&mut self, client: usize, base: u64, action: Action) -> Result<()> {
         match self.busy.get(client) {
-            None => return Err(Error::invalid(format!("dispatch: no client {client} (have {})", self.busy.len()))),
-            Some(true) => return Err(Error::invalid(format!("dispatch: client {client} is already training"))),
+            None => return Err(EngineError::UnknownClient { client, have: self.busy.len() }.into()),
+            Some(true) => return Err(EngineError::ClientBusy { client }.into()),
             Some(false) => {}
         }
         self.busy[client] = true;

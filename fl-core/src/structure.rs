@@ -6,7 +6,7 @@
 //! `fc2.weight`). Structured masks are built from kept units, so a physically smaller
 //! sub-model can be sliced out, trained and scattered back.
 
-use crate::error::{Error, Result};
+use crate::error::{Result, ShapeError};
 use crate::mask::{Mask, StructuredMask};
 
 /// One tensor of a model: its name, full shape, and whether it is trained.
@@ -101,28 +101,25 @@ impl Structure {
     /// whole). `kept` has one entry per group.
     pub fn mask_from_units(&self, kept: &[Option<Vec<i64>>]) -> Result<Mask> {
         if kept.len() != self.groups.len() {
-            return Err(Error::invalid(format!(
-                "mask_from_units: {} entries for {} unit groups",
-                kept.len(),
-                self.groups.len()
-            )));
+            return Err(ShapeError::UnitEntries { entries: kept.len(), groups: self.groups.len() }.into());
         }
         let mut keep: Vec<Vec<Option<Vec<i64>>>> = self.tensors.iter().map(|t| vec![None; t.shape.len()]).collect();
         for (group, units) in self.groups.iter().zip(kept) {
             let Some(units) = units else { continue };
             if let Some(&bad) = units.iter().find(|&&u| u < 0 || u >= group.units) {
-                return Err(Error::invalid(format!(
-                    "unit group `{}`: unit {bad} out of range 0..{}",
-                    group.name, group.units
-                )));
+                return Err(
+                    ShapeError::UnitOutOfRange { group: group.name.clone(), unit: bad, units: group.units }.into()
+                );
             }
             for m in &group.members {
                 let slot = &mut keep[m.tensor][m.dim];
                 if slot.is_some() {
-                    return Err(Error::invalid(format!(
-                        "unit group `{}`: dimension {} of `{}` is already indexed by another group",
-                        group.name, m.dim, self.tensors[m.tensor].name
-                    )));
+                    return Err(ShapeError::OverlappingGroups {
+                        group: group.name.clone(),
+                        dim: m.dim,
+                        tensor: self.tensors[m.tensor].name.clone(),
+                    }
+                    .into());
                 }
                 *slot = Some(units.iter().flat_map(|&u| u * m.block..(u + 1) * m.block).collect());
             }

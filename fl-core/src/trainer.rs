@@ -22,7 +22,7 @@ use std::sync::Arc;
 use tch::Tensor;
 
 use crate::data::Dataset;
-use crate::error::{Error, Result};
+use crate::error::{Result, TrainerError};
 use crate::model::Model;
 use crate::params::ParamSet;
 use crate::rng::{Rng, TensorNoise};
@@ -165,6 +165,6 @@ pub trait LocalTrainer: Send + Sync {
 
     /// One whole job, as a cohort of one.
     fn train(&self, job: TrainJob) -> Result<TrainOutcome> {
-        self.train_cohort(vec![job])?.pop().ok_or_else(|| Error::invalid("trainer: a cohort of one gave no outcome"))
+        Ok(self.train_cohort(vec![job])?.pop().ok_or(TrainerError::NoOutcome)?)
     }
 }

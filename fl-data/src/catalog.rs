@@ -17,7 +17,7 @@ pub const DATASET_NAMES: [&str; 6] = ["mnist", "fashion-mnist", "cifar10", "cifa
 
 /// The error for a dataset name outside [`DATASET_NAMES`].
 pub fn unknown_dataset(name: &str) -> DataError {
-    DataError::Invalid(format!("unknown dataset `{name}`; known datasets: {}", DATASET_NAMES.join(", ")))
+    DataError::UnknownDataset { name: name.into(), known: &DATASET_NAMES }
 }
 
 /// A dataset read from files in its official format.

@@ -117,9 +117,8 @@ pub fn fetch_fashion_mnist(data_dir: &Path) -> Result<FetchOutcome> {
             notes.push(format!(
                 "`apt-get download {FASHION_MNIST_DEB}` failed, so `apt-get update` ran before a retry ({first})"
             ));
-            run(Command::new("apt-get").arg("update")).map_err(|e| {
-                DataError::Invalid(format!("{first}\nthen refreshing the package lists failed too: {e}"))
-            })?;
+            run(Command::new("apt-get").arg("update"))
+                .map_err(|e| DataError::AptUpdateFailed { download: Box::new(first), update: Box::new(e) })?;
             apt_download()?
         }
     };
@@ -149,7 +148,7 @@ pub fn fetch_cifar(dataset: ImageDataset, data_dir: &Path) -> Result<FetchOutcom
     let (url, expected) = match dataset {
         ImageDataset::Cifar10 => (cifar::CIFAR10_URL, (50_000, 10_000)),
         ImageDataset::Cifar100(_) => (cifar::CIFAR100_URL, (50_000, 10_000)),
-        other => return Err(DataError::Invalid(format!("{} is not a CIFAR dataset", other.name()))),
+        other => return Err(DataError::NotCifar { dataset: other.name() }),
     };
     let name = dataset.name();
     let target = dataset.default_dir(data_dir);

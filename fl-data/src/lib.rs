@@ -27,7 +27,7 @@ pub use agnews::{AgNewsConfig, AgNewsSplits, Articles, read_agnews};
 pub use catalog::{DATASET_NAMES, ImageDataset};
 pub use cifar::Cifar100Labels;
 pub use datasets::{Cifar100Config, ImageDatasetConfig, NormalizationChoice, load_image_dataset};
-pub use error::{DataError, Result};
+pub use error::{DataError, PartitionError, Result};
 pub use fetch::{FetchOutcome, fetch, fetch_agnews, fetch_agnews_from, fetch_cifar, fetch_fashion_mnist, fetch_mnist};
 pub use info::{DataState, DatasetInfo, info};
 pub use partition::{Cap, Dirichlet, DirichletConfig, Iid, Remainder, Shards, ShardsConfig};

@@ -51,10 +51,7 @@ impl RawImages {
     /// Keeps the first `n` samples; `what` names the split and its source for the error.
     pub fn keep_first(&mut self, n: usize, what: &str) -> Result<()> {
         if n > self.len() {
-            return Err(DataError::Invalid(format!(
-                "{what}: asked for the first {n} samples, only {} exist",
-                self.len()
-            )));
+            return Err(DataError::TooFewSamples { split: what.into(), asked: n, have: self.len() });
         }
         self.labels.truncate(n);
         self.pixels.truncate(n * self.image_bytes());

@@ -24,7 +24,7 @@
 //! 28×28 sample (14.7 M multiply-adds).
 
 use fl_core::rng::Rng;
-use fl_core::{DataSpec, Error, Mode, Model, ModelFromConfig, ParamSet, Result};
+use fl_core::{DataSpec, Mode, Model, ModelError, ModelFromConfig, ParamSet, Result};
 use fl_core::{Structure, TensorSpec, UnitGroup, UnitMember};
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
@@ -52,20 +52,16 @@ pub struct Cnn3 {
 impl Cnn3 {
     /// The CNN for `spec.input_shape` = `[channels, H, W]` and `spec.classes` logits.
     pub fn new(spec: &DataSpec) -> Result<Cnn3> {
+        let unsupported =
+            |expected| ModelError::InputShape { model: "cnn3", expected, found: spec.input_shape.clone() };
         let &[c, h, w] = spec.input_shape.as_slice() else {
-            return Err(Error::invalid(format!(
-                "cnn3: unsupported input shape {:?}; expected [channels, H, W]",
-                spec.input_shape
-            )));
+            return Err(unsupported("[channels, H, W]").into());
         };
         if c < 1 || h < 1 || w < 1 {
-            return Err(Error::invalid(format!(
-                "cnn3: unsupported input shape {:?}; channels, H and W must be at least 1",
-                spec.input_shape
-            )));
+            return Err(unsupported("[channels, H, W], each at least 1").into());
         }
         if spec.classes < 1 {
-            return Err(Error::invalid(format!("cnn3: need at least one class, got {}", spec.classes)));
+            return Err(ModelError::NoClasses { model: "cnn3", classes: spec.classes }.into());
         }
         let tensors = vec![
             TensorSpec::new("conv1.weight", [FILTERS, c, K, K]),

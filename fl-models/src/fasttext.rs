@@ -38,13 +38,16 @@
 //! bias. The log_softmax is not counted.
 
 use fl_core::rng::Rng;
-use fl_core::{DataSpec, Error, InvalidKey, Mode, Model, ModelFromConfig, ParamSet, Result};
+use fl_core::{DataSpec, InvalidKey, Mode, Model, ModelError, ModelFromConfig, ParamSet, Result};
 use fl_core::{Structure, TensorSpec, UnitGroup, UnitMember};
 use serde::{Deserialize, Serialize};
 use smart_default::SmartDefault;
 use tch::Tensor;
 
 use crate::{cohort, flops, init};
+
+/// The model's registered name, which its errors begin with.
+const NAME: &str = "fasttext";
 
 /// The token id whose embedding row is zero and receives no gradient (padding and `<unk>`).
 pub const PADDING_IDX: i64 = 0;
@@ -87,28 +90,22 @@ impl FastText {
     /// A fastText model for token-id sequences `spec.input_shape = [seq_len]` over
     /// `spec.vocab_size` ids, with `spec.classes` outputs.
     pub fn new(cfg: FastTextConfig, spec: &DataSpec) -> Result<FastText> {
-        cfg.validate().map_err(|e| Error::invalid(format!("fasttext: {e}")))?;
+        cfg.validate().map_err(|key| ModelError::Config { model: NAME, key })?;
         let Some(vocab) = spec.vocab_size else {
-            return Err(Error::invalid(format!(
-                "fasttext needs token-id inputs (a text dataset such as agnews); the dataset gives real-valued \
-                 inputs of shape {:?}",
-                spec.input_shape
-            )));
+            return Err(ModelError::NeedsTokenIds { model: NAME, found: spec.input_shape.clone() }.into());
         };
         if vocab < 1 {
-            return Err(Error::invalid(format!("fasttext: the vocabulary is empty (vocab_size {vocab})")));
+            return Err(ModelError::EmptyVocabulary { model: NAME, vocab_size: vocab }.into());
         }
+        let unsupported = |expected| ModelError::InputShape { model: NAME, expected, found: spec.input_shape.clone() };
         let &[seq_len] = spec.input_shape.as_slice() else {
-            return Err(Error::invalid(format!(
-                "fasttext: expected inputs of shape [seq_len], got {:?}",
-                spec.input_shape
-            )));
+            return Err(unsupported("[seq_len]").into());
         };
         if seq_len < 1 {
-            return Err(Error::invalid(format!("fasttext: unsupported input shape {:?}", spec.input_shape)));
+            return Err(unsupported("[seq_len] with seq_len at least 1").into());
         }
         if spec.classes < 1 {
-            return Err(Error::invalid(format!("fasttext: need at least one class, got {}", spec.classes)));
+            return Err(ModelError::NoClasses { model: NAME, classes: spec.classes }.into());
         }
         let (dim, hidden, classes) = (cfg.dim, cfg.hidden, spec.classes);
         let t = |name: &str, shape: Vec<i64>| TensorSpec::new(name, shape);

@@ -22,7 +22,7 @@
 //! not counted.
 
 use fl_core::rng::Rng;
-use fl_core::{DataSpec, Error, Mode, Model, ModelFromConfig, ParamSet, Result};
+use fl_core::{DataSpec, Mode, Model, ModelError, ModelFromConfig, ParamSet, Result};
 use fl_core::{Structure, TensorSpec, UnitGroup, UnitMember};
 use serde::{Deserialize, Serialize};
 use tch::Tensor;
@@ -54,20 +54,19 @@ pub struct LeNet5 {
 impl LeNet5 {
     /// LeNet-5 for `spec.input_shape` = `[C, 28, 28]` or `[C, 32, 32]` and `spec.classes` logits.
     pub fn new(spec: &DataSpec) -> Result<LeNet5> {
-        let unsupported = || {
-            Error::invalid(format!(
-                "lenet5: unsupported input shape {:?}; expected [C, 28, 28] (conv1 padded by 2) or [C, 32, 32]",
-                spec.input_shape
-            ))
+        let unsupported = || ModelError::InputShape {
+            model: "lenet5",
+            expected: "[C, 28, 28] (conv1 padded by 2) or [C, 32, 32]",
+            found: spec.input_shape.clone(),
         };
         let &[c, h, w] = spec.input_shape.as_slice() else {
-            return Err(unsupported());
+            return Err(unsupported().into());
         };
         if c < 1 || h != w || !(h == 28 || h == 32) {
-            return Err(unsupported());
+            return Err(unsupported().into());
         }
         if spec.classes < 1 {
-            return Err(Error::invalid(format!("lenet5: need at least one class, got {}", spec.classes)));
+            return Err(ModelError::NoClasses { model: "lenet5", classes: spec.classes }.into());
         }
         let padding = (32 - h) / 2;
         // conv1: 32 → 28, pool → 14; conv2: 14 → 10, pool → 5.

@@ -22,7 +22,7 @@
 //! are not counted.
 
 use fl_core::rng::Rng;
-use fl_core::{DataSpec, Error, InvalidKey, Mode, Model, ModelFromConfig, ParamSet, Result};
+use fl_core::{DataSpec, InvalidKey, Mode, Model, ModelError, ModelFromConfig, ParamSet, Result};
 use fl_core::{Structure, TensorSpec, UnitGroup, UnitMember};
 use serde::{Deserialize, Serialize};
 use smart_default::SmartDefault;
@@ -82,17 +82,20 @@ pub struct Mlp {
 impl Mlp {
     /// An MLP from the flattened `spec.input_shape` to `spec.classes` logits.
     pub fn new(cfg: MlpConfig, spec: &DataSpec) -> Result<Mlp> {
-        cfg.validate().map_err(|e| Error::invalid(format!("mlp: {e}")))?;
+        cfg.validate().map_err(|key| ModelError::Config { model: "mlp", key })?;
         if spec.input_shape.is_empty() || spec.input_shape.iter().any(|&d| d < 1) {
-            return Err(Error::invalid(format!("mlp: unsupported input shape {:?}", spec.input_shape)));
+            return Err(ModelError::InputShape {
+                model: "mlp",
+                expected: "at least one dimension, each of size at least 1",
+                found: spec.input_shape.clone(),
+            }
+            .into());
         }
         if spec.classes < 1 {
-            return Err(Error::invalid(format!("mlp: need at least one class, got {}", spec.classes)));
+            return Err(ModelError::NoClasses { model: "mlp", classes: spec.classes }.into());
         }
         if spec.vocab_size.is_some() {
-            return Err(Error::invalid(
-                "mlp: needs real-valued inputs, but the dataset gives token ids (use a text model such as fasttext)",
-            ));
+            return Err(ModelError::NeedsRealValues { model: "mlp" }.into());
         }
         let mut widths = vec![spec.input_shape.iter().product::<i64>()];
         widths.extend(&cfg.hidden);

@@ -34,7 +34,7 @@
 //! the pool are not counted. About 82.0 MFLOP per 32×32 sample (40.8 M multiply-adds).
 
 use fl_core::rng::Rng;
-use fl_core::{DataSpec, Error, Mode, Model, ModelFromConfig, ParamSet, Result};
+use fl_core::{DataSpec, Mode, Model, ModelError, ModelFromConfig, ParamSet, Result};
 use fl_core::{Structure, TensorSpec, UnitGroup, UnitMember};
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
@@ -123,20 +123,16 @@ fn strided(size: i64, stride: i64) -> i64 {
 impl ResNet20 {
     /// ResNet-20 for `spec.input_shape` = `[channels, H, W]` and `spec.classes` logits.
     pub fn new(spec: &DataSpec) -> Result<ResNet20> {
+        let unsupported =
+            |expected| ModelError::InputShape { model: "resnet20", expected, found: spec.input_shape.clone() };
         let &[c, h, w] = spec.input_shape.as_slice() else {
-            return Err(Error::invalid(format!(
-                "resnet20: unsupported input shape {:?}; expected [channels, H, W]",
-                spec.input_shape
-            )));
+            return Err(unsupported("[channels, H, W]").into());
         };
         if c < 1 || h < 1 || w < 1 {
-            return Err(Error::invalid(format!(
-                "resnet20: unsupported input shape {:?}; channels, H and W must be at least 1",
-                spec.input_shape
-            )));
+            return Err(unsupported("[channels, H, W], each at least 1").into());
         }
         if spec.classes < 1 {
-            return Err(Error::invalid(format!("resnet20: need at least one class, got {}", spec.classes)));
+            return Err(ModelError::NoClasses { model: "resnet20", classes: spec.classes }.into());
         }
         let input = [c, h, w];
         let mut l = Layout::default();

@@ -14,7 +14,7 @@ use fl_core::rng::{self, TensorNoise};
 use fl_core::tch::{Device, Kind as TKind, Tensor};
 use fl_core::trainer::reference::ReferenceSgd;
 use fl_core::trainer::sgd::{Masking, Sgd, SgdConfig};
-use fl_core::{DataSpec, Dataset, LocalTrainer, Model, TrainJob};
+use fl_core::{DataSpec, Dataset, Error, LocalTrainer, Model, TrainJob, TrainerError};
 use proptest::prelude::*;
 use rand::SeedableRng;
 
@@ -269,8 +269,12 @@ fn a_cohort_rejects_jobs_of_different_shapes() {
     let mut jobs = c.jobs();
     let half = c.model.structure().width_prefix_mask(0.5).unwrap();
     jobs[1].params = half.extract(&jobs[1].params);
-    let err = Sgd::new(cfg(0.0, 0.0)).train_cohort(jobs).err().expect("shapes differ").to_string();
-    assert!(err.contains("job 1 of the cohort has (sub-)model shapes"), "{err}");
+    let err = Sgd::new(cfg(0.0, 0.0)).train_cohort(jobs).err().expect("shapes differ");
+    assert!(err.to_string().contains("job 1 of the cohort has (sub-)model shapes"), "{err}");
+    let Error::Trainer(TrainerError::CohortShapes { trainer: "sgd", job: 1, found, first }) = err else {
+        panic!("expected the trainer's cohort-shapes error, got {err:?}")
+    };
+    assert_eq!((found[0].clone(), first[0].clone()), (vec![6, 25], vec![12, 25]));
 }
 
 proptest! {

@@ -2,7 +2,7 @@
 //! registry, and reject unknown keys and invalid values with errors naming the key.
 
 use fl_core::rng::Rng;
-use fl_core::{Builder, ComponentKind, DataSpec, Mode, Params, Registry, forward_one};
+use fl_core::{Builder, ComponentKind, DataSpec, Error, Mode, ModelError, Params, Registry, forward_one};
 use rand::SeedableRng;
 use tch::Tensor;
 
@@ -85,4 +85,48 @@ fn bad_tables_are_errors_naming_the_key() {
         .unwrap()
         .to_string();
     assert!(shape.contains("[784]"), "{shape}");
+}
+
+/// The error a model gives for data it cannot take, as a value to match on.
+fn model_error(name: &str, spec: &DataSpec) -> ModelError {
+    match build(name, "", spec) {
+        Err(Error::Model(e)) => e,
+        Err(other) => panic!("{name}: expected a model error, got {other:?}"),
+        Ok(_) => panic!("{name}: built for {spec:?}"),
+    }
+}
+
+#[test]
+fn models_name_the_shape_they_cannot_take() {
+    let flat = DataSpec { input_shape: vec![784], ..mnist() };
+    assert_eq!(
+        model_error("lenet5", &flat),
+        ModelError::InputShape {
+            model: "lenet5",
+            expected: "[C, 28, 28] (conv1 padded by 2) or [C, 32, 32]",
+            found: vec![784]
+        }
+    );
+    assert!(matches!(
+        model_error("cnn3", &flat),
+        ModelError::InputShape { model: "cnn3", found, .. } if found == [784]
+    ));
+    assert!(matches!(
+        model_error("mlp", &DataSpec { input_shape: vec![3, 0, 2], ..mnist() }),
+        ModelError::InputShape { model: "mlp", found, .. } if found == [3, 0, 2]
+    ));
+    assert_eq!(
+        model_error("mlp", &DataSpec { classes: 0, ..mnist() }),
+        ModelError::NoClasses { model: "mlp", classes: 0 }
+    );
+    let text = DataSpec { input_shape: vec![200], classes: 4, vocab_size: Some(100) };
+    assert_eq!(model_error("mlp", &text), ModelError::NeedsRealValues { model: "mlp" });
+    assert_eq!(
+        model_error("fasttext", &mnist()),
+        ModelError::NeedsTokenIds { model: "fasttext", found: vec![1, 28, 28] }
+    );
+    assert_eq!(
+        model_error("fasttext", &DataSpec { vocab_size: Some(0), ..text }),
+        ModelError::EmptyVocabulary { model: "fasttext", vocab_size: 0 }
+    );
 }

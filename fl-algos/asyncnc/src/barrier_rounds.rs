@@ -189,11 +189,10 @@ impl BarrierRounds {
             let tau = self.staleness(ctx, delay);
             let from = if self.cfg.broadcast {
                 let version = ctx.version() - tau;
-                let (_, params) = self
-                    .history
-                    .iter()
-                    .find(|(v, _)| *v == version)
-                    .ok_or_else(|| Error::invalid(format!("barrier-rounds: version {version} left the history")))?;
+                let (_, params) =
+                    self.history.iter().find(|(v, _)| *v == version).ok_or_else(|| {
+                        Error::component("barrier-rounds", format!("version {version} left the history"))
+                    })?;
                 (version, params.shallow_clone())
             } else {
                 (ctx.version(), self.own[client].shallow_clone())
@@ -229,8 +228,9 @@ impl Scheduler for BarrierRounds {
     fn on_start(&mut self, ctx: &mut SchedCtx) -> Result<()> {
         let (c, j) = (ctx.num_clients(), self.cfg.clients_per_round);
         if self.cfg.sampling == Sampling::WithoutReplacement && j > c {
-            return Err(Error::invalid(format!(
-                "[scheduler] clients_per_round: J = {j} exceeds the {c} clients (without replacement J must be in 1..={c})"
+            return Err(Error::Key(InvalidKey::new(
+                "scheduler.clients_per_round",
+                format!("J = {j} exceeds the {c} clients (without replacement J must be in 1..={c})"),
             )));
         }
         self.remember_global(ctx);

@@ -58,7 +58,7 @@ impl Aggregator for ModelMean {
             MeanMode::Damped => (size.iter().zip(&staleness).map(|(n, s)| n * s).collect(), size.iter().sum()),
         };
         if !(total > 0.0) || weights.iter().any(|w| !w.is_finite() || *w < 0.0) {
-            return Err(Error::invalid(format!("model-mean: weights {weights:?} must be ≥ 0 with a positive sum")));
+            return Err(Error::component("model-mean", format!("weights {weights:?} must be ≥ 0 with a positive sum")));
         }
         let models: Vec<ParamSet> = updates.iter().map(ClientUpdate::new_params).collect();
         Ok(match self.cfg.mode {

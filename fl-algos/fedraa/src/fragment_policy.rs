@@ -100,14 +100,14 @@ impl NeuronFragments {
         let names: Vec<&str> = structure.groups.iter().map(|g| g.name.as_str()).collect();
         let g = match &self.cfg.group {
             Some(name) => structure.groups.iter().position(|g| &g.name == name).ok_or_else(|| {
-                Error::invalid(format!("neuron-fragments: group: no unit group `{name}`; the model has: {names:?}"))
+                Error::component("neuron-fragments", format!("group: no unit group `{name}`; the model has: {names:?}"))
             })?,
             None if names.len() == 1 => 0,
             None => {
-                return Err(Error::invalid(format!(
-                    "neuron-fragments: the model has {} unit groups {names:?}: name the one to split with `group`",
-                    names.len()
-                )));
+                return Err(Error::component(
+                    "neuron-fragments",
+                    format!("the model has {} unit groups {names:?}: name the one to split with `group`", names.len()),
+                ));
             }
         };
         let group = &structure.groups[g];
@@ -130,10 +130,10 @@ impl NeuronFragments {
         let mut split_tensors = Vec::new();
         for name in &self.cfg.tensors {
             let t = structure.tensor_index(name).ok_or_else(|| {
-                Error::invalid(format!(
-                    "neuron-fragments: tensors: no tensor `{name}`; the model has: {}",
-                    structure.names().join(", ")
-                ))
+                Error::component(
+                    "neuron-fragments",
+                    format!("tensors: no tensor `{name}`; the model has: {}", structure.names().join(", ")),
+                )
             })?;
             split_tensors.push(t);
         }
@@ -160,14 +160,15 @@ impl NeuronFragments {
 impl MaskPolicy for NeuronFragments {
     fn mask(&mut self, ctx: &mut MaskCtx) -> Result<Mask> {
         let Some(j) = ctx.choice else {
-            return Err(Error::invalid(
-                "neuron-fragments: the scheduler must assign each job a fragment (use scheduler `async-fragments`)",
+            return Err(Error::component(
+                "neuron-fragments",
+                "the scheduler must assign each job a fragment (use scheduler `async-fragments`)",
             ));
         };
         self.build(ctx.structure, ctx.global)?;
         let masks = self.fragments().expect("built above");
         masks.get(j).map(Mask::shallow_clone).ok_or_else(|| {
-            Error::invalid(format!("neuron-fragments: fragment {j} requested, there are {}", masks.len()))
+            Error::component("neuron-fragments", format!("fragment {j} requested, there are {}", masks.len()))
         })
     }
 

@@ -42,9 +42,10 @@ pub fn split(n: i64, ratios: &[f64]) -> Result<Vec<Range<i64>>> {
         // The tolerance absorbs rounding in the cumulative sum (0.05 + 0.1 + 0.2 > 0.35).
         let end = if k + 1 == ratios.len() { n } else { ((n as f64 * cumulative) - 1e-9).ceil() as i64 };
         if end <= start {
-            return Err(Error::invalid(format!(
-                "fragments: {n} units cannot be split in the ratios {ratios:?} (fragment {k} would be empty)"
-            )));
+            return Err(Error::component(
+                "neuron-fragments",
+                format!("{n} units cannot be split in the ratios {ratios:?} (fragment {k} would be empty)"),
+            ));
         }
         ranges.push(start..end);
         start = end;

@@ -127,8 +127,9 @@ impl Scheduler for AsyncFragments {
     fn on_start(&mut self, ctx: &mut SchedCtx) -> Result<()> {
         let m = ctx.mask_choices();
         if m == 0 {
-            return Err(Error::invalid(
-                "scheduler async-fragments: the mask policy offers no fragments to assign (use mask `neuron-fragments`)",
+            return Err(Error::component(
+                "async-fragments",
+                "the mask policy offers no fragments to assign (use mask `neuron-fragments`)",
             ));
         }
         let n = ctx.num_clients();

@@ -10,10 +10,10 @@ pub fn tensor_indices(policy: &str, names: &[String], structure: &Structure) -> 
         .iter()
         .map(|name| {
             structure.tensor_index(name).ok_or_else(|| {
-                Error::invalid(format!(
-                    "{policy}: the model has no tensor `{name}`; its tensors: {}",
-                    structure.names().join(", ")
-                ))
+                Error::component(
+                    policy,
+                    format!("the model has no tensor `{name}`; its tensors: {}", structure.names().join(", ")),
+                )
             })
         })
         .collect()

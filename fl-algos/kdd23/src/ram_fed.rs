@@ -113,7 +113,7 @@ impl RamFed {
     /// their updates came in, and each contributes the memory as it stands after its refresh.
     fn aggregate_shared(&mut self, global: &ParamSet, updates: &[ClientUpdate]) -> Result<ParamSet> {
         if updates.is_empty() {
-            return Err(Error::invalid("ram-fed: memory = \"code-shared\" has no update to average"));
+            return Err(Error::component("ram-fed", "memory = \"code-shared\" has no update to average"));
         }
         let shapes = global.shapes();
         let device = global.tensors()[0].device();
@@ -146,7 +146,7 @@ impl Aggregator for RamFed {
         let n = ctx.num_clients;
         self.ensure_clients(n);
         if let Some(u) = updates.iter().find(|u| u.client >= n) {
-            return Err(Error::invalid(format!("ram-fed: update from client {} of {n}", u.client)));
+            return Err(Error::component("ram-fed", format!("update from client {} of {n}", u.client)));
         }
         if self.cfg.memory == Memory::CodeShared {
             return self.aggregate_shared(global, updates);

@@ -16,13 +16,13 @@
 //! kernels.) With batching off (the default on CPU, see [`Batching`]), or a trainer that
 //! cannot batch, every job is a cohort of one and trains as soon as it is dispatched.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
 use super::pack::PackTicket;
 use super::pool::JobHandle;
-use crate::error::Result;
+use crate::error::{JobFailure, Result};
 use crate::trainer::TrainOutcome;
 
 /// `[run] batching`: whether client jobs train in cohorts.
@@ -62,7 +62,7 @@ enum State {
     /// Submitted to the run's pack (see [`super::pack`]).
     Packed(PackTicket),
     Done(Vec<Option<TrainOutcome>>),
-    Failed(String),
+    Failed(JobFailure),
 }
 
 impl CohortSlot {
@@ -76,13 +76,13 @@ impl CohortSlot {
 
     /// Waits for the cohort and takes the outcome of its job `i`; a failure of the cohort is
     /// every job's failure.
-    pub(crate) fn take(&self, i: usize) -> std::result::Result<TrainOutcome, String> {
-        let mut state = self.state.lock().map_err(|_| "a cohort's result lock is poisoned".to_string())?;
-        *state = match std::mem::replace(&mut *state, State::Failed(String::new())) {
+    pub(crate) fn take(&self, i: usize) -> std::result::Result<TrainOutcome, JobFailure> {
+        let mut state = self.state.lock().map_err(|_| JobFailure::ResultPoisoned)?;
+        *state = match std::mem::replace(&mut *state, State::Done(Vec::new())) {
             State::Training(handle) => match handle.wait() {
                 Ok(Ok(outcomes)) => State::Done(outcomes.into_iter().map(Some).collect()),
-                Ok(Err(e)) => State::Failed(e.to_string()),
-                Err(panic) => State::Failed(panic),
+                Ok(Err(e)) => State::Failed(JobFailure::Training(Arc::new(e))),
+                Err(failure) => State::Failed(failure),
             },
             State::Packed(ticket) => match ticket.wait() {
                 Ok(outcomes) => State::Done(outcomes.into_iter().map(Some).collect()),
@@ -92,9 +92,9 @@ impl CohortSlot {
         };
         match &mut *state {
             State::Done(outcomes) => {
-                outcomes.get_mut(i).and_then(Option::take).ok_or_else(|| format!("cohort job {i} has no outcome"))
+                outcomes.get_mut(i).and_then(Option::take).ok_or(JobFailure::NoOutcome { index: i })
             }
-            State::Failed(e) => Err(format!("its cohort failed: {e}")),
+            State::Failed(e) => Err(JobFailure::Cohort(Box::new(e.clone()))),
             State::Training(_) | State::Packed(_) => unreachable!("waited above"),
         }
     }

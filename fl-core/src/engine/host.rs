@@ -6,7 +6,7 @@ use tch::{Device, Tensor};
 use super::record::Observer;
 use super::world::{Event, World};
 use crate::clock::{Tick, seconds};
-use crate::error::{Error, Result};
+use crate::error::{EngineError, Result};
 use crate::params::ParamSet;
 use crate::profile::DeviceProfile;
 use crate::rng::{self, Rng, tag};
@@ -78,17 +78,14 @@ impl SchedulingContext for Host<'_> {
 
     fn dispatch_job(&mut self, client: usize, start: JobStart) -> Result<()> {
         if !(start.wait_s >= 0.0 && start.wait_s.is_finite()) {
-            return Err(Error::invalid(format!("dispatch: wait_s must be finite and ≥ 0, got {}", start.wait_s)));
+            return Err(EngineError::WaitSeconds { wait_s: start.wait_s }.into());
         }
         if let Some((version, params)) = &start.from {
             if *version > self.world.version {
-                return Err(Error::invalid(format!(
-                    "dispatch: start version {version} is newer than the global model's {}",
-                    self.world.version
-                )));
+                return Err(EngineError::StartVersionAhead { version: *version, current: self.world.version }.into());
             }
             if params.shapes() != self.world.shapes {
-                return Err(Error::invalid("dispatch: the start model's shapes differ from the model's"));
+                return Err(EngineError::StartShapes.into());
             }
         }
         self.world.dispatch(client, None, None, start)
@@ -125,7 +122,7 @@ impl SchedulingContext for Host<'_> {
 
     fn dispatch_with_pull(&mut self, client: usize, share: f64) -> Result<()> {
         if !(share > 0.0 && share < 1.0) {
-            return Err(Error::invalid(format!("dispatch_with_pull: share must be in (0, 1), got {share}")));
+            return Err(EngineError::PullShare { share }.into());
         }
         self.world.dispatch(client, Some(share), None, JobStart::default())
     }

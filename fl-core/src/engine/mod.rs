@@ -28,7 +28,7 @@ pub use record::{ClientStats, EvalConfig, EvalRecord, Observer, RunConfig, Summa
 use crate::aggregator::Aggregator;
 use crate::clock::{EventQueue, ticks};
 use crate::data::Dataset;
-use crate::error::{Error, Result};
+use crate::error::{EngineError, Error, Result};
 use crate::mask_policy::MaskPolicy;
 use crate::model::Model;
 use crate::params::ParamSet;
@@ -112,10 +112,10 @@ impl Simulation {
             workers,
         } = setup;
         if partition.is_empty() {
-            return Err(Error::invalid("simulation: no clients"));
+            return Err(EngineError::NoClients.into());
         }
         if let Some(c) = partition.iter().position(Vec::is_empty) {
-            return Err(Error::invalid(format!("simulation: client {c} has no training samples")));
+            return Err(EngineError::EmptyClient { client: c }.into());
         }
         let profiles = devices.draw(partition.len(), &mut rng::stream(seed, &[tag::PROFILES]))?;
         let clients = partition
@@ -130,7 +130,7 @@ impl Simulation {
         let global = model.init(&mut rng::stream(seed, &[tag::MODEL_INIT])).to_device(device);
         let shapes = model.structure().shapes();
         if global.shapes() != shapes {
-            return Err(Error::invalid("model init: parameter shapes differ from the model's structure"));
+            return Err(EngineError::InitShapes.into());
         }
         let cohorts = run.batching.cohorts_on(device);
         let cohort_cap = if cohorts && trainer.batches() { run.max_cohort.unwrap_or(usize::MAX) } else { 1 };
@@ -142,7 +142,7 @@ impl Simulation {
             .split()
             .map(|s| s.resolve(model.structure()))
             .transpose()
-            .map_err(|e| Error::invalid(format!("trainer.{e}")))?;
+            .map_err(|e| Error::Key(e.under("trainer")))?;
         let world = World {
             model,
             trainer,

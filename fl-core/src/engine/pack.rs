@@ -22,11 +22,11 @@ use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use crate::data::FederatedData;
-use crate::error::{Error, Result};
+use crate::error::{EngineError, JobFailure, Result};
 use crate::model::Model;
 use crate::trainer::{LocalTrainer, TrainJob, TrainOutcome};
 
-type Outcomes = std::result::Result<Vec<TrainOutcome>, String>;
+type Outcomes = std::result::Result<Vec<TrainOutcome>, JobFailure>;
 
 /// Runs built to share one process, their data and their cohorts. Build every run of the pack
 /// with [`crate::Experiment::build_in`] before any of them starts, then run each on a thread of
@@ -87,7 +87,7 @@ impl RunPack {
 }
 
 fn lock<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>> {
-    m.lock().map_err(|_| Error::invalid("run pack: a run panicked while holding the pack's lock"))
+    m.lock().map_err(|_| EngineError::PackPoisoned.into())
 }
 
 fn share(d: &FederatedData) -> FederatedData {
@@ -197,15 +197,15 @@ impl PackTicket {
     /// Blocks until the cohort has trained and returns its outcomes in job order.
     pub(crate) fn wait(self) -> Outcomes {
         let pack = &self.pack;
-        let mut state = pack.state.lock().map_err(|_| "the run pack's lock is poisoned".to_string())?;
+        let mut state = pack.state.lock().map_err(|_| JobFailure::PackPoisoned)?;
         loop {
             match self.receiver.try_recv() {
                 Ok(outcomes) => return outcomes,
-                Err(TryRecvError::Disconnected) => return Err("the run pack dropped the cohort".into()),
+                Err(TryRecvError::Disconnected) => return Err(JobFailure::PackDropped),
                 Err(TryRecvError::Empty) => {}
             }
             if state.pending.is_empty() && state.waiting + 1 == state.live {
-                return Err("the run pack has nothing to train for this cohort".into());
+                return Err(JobFailure::PackIdle);
             }
             state.waiting += 1;
             if state.waiting == state.live {
@@ -213,7 +213,7 @@ impl PackTicket {
             } else {
                 let generation = state.generation;
                 while state.generation == generation {
-                    state = pack.trained.wait(state).map_err(|_| "the run pack's lock is poisoned".to_string())?;
+                    state = pack.trained.wait(state).map_err(|_| JobFailure::PackPoisoned)?;
                 }
             }
         }
@@ -265,8 +265,8 @@ fn train_group(mut group: Vec<Entry>) -> u64 {
                 Ok(all)
             }
             (Err(e), _) => Err(e),
-            (_, Ok(Err(e))) => Err(e.to_string()),
-            (_, Err(_)) => Err("training a merged cohort panicked".into()),
+            (_, Ok(Err(e))) => Err(JobFailure::Training(Arc::new(e))),
+            (_, Err(_)) => Err(JobFailure::MergedCohortPanicked),
         };
     }
     match outcomes {
@@ -276,9 +276,9 @@ fn train_group(mut group: Vec<Entry>) -> u64 {
                 let _ = e.reply.send(Ok(all.by_ref().take(n).collect()));
             }
         }
-        Err(message) => {
+        Err(failure) => {
             for e in &group {
-                let _ = e.reply.send(Err(message.clone()));
+                let _ = e.reply.send(Err(failure.clone()));
             }
         }
     }

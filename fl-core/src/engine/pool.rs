@@ -10,6 +10,8 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
+use crate::error::JobFailure;
+
 type Task = Box<dyn FnOnce() + Send>;
 
 /// Worker threads that start submitted closures in submission order, each thread with
@@ -28,12 +30,13 @@ pub struct JobHandle<T> {
 }
 
 impl<T> JobHandle<T> {
-    /// Blocks until the job finishes; a panic inside the job comes back as `Err(message)`.
-    pub fn wait(self) -> Result<T, String> {
+    /// Blocks until the job finishes; a panic inside the job comes back as
+    /// [`JobFailure::Panicked`] with the panic's message.
+    pub fn wait(self) -> Result<T, JobFailure> {
         match self.receiver.recv() {
             Ok(Ok(v)) => Ok(v),
-            Ok(Err(panic)) => Err(panic_message(&panic)),
-            Err(_) => Err("worker thread ended without a result".into()),
+            Ok(Err(panic)) => Err(JobFailure::Panicked(panic_message(&panic))),
+            Err(_) => Err(JobFailure::WorkerLost),
         }
     }
 }

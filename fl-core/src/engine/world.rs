@@ -17,7 +17,7 @@ use super::record::{ClientStats, EvalConfig, EvalRecord, Observer, RunConfig, Su
 use crate::aggregator::{AggregateCtx, Aggregator, UpdateStaleness};
 use crate::clock::{EventQueue, Tick, seconds, ticks};
 use crate::data::Dataset;
-use crate::error::{Error, Result};
+use crate::error::{EngineError, JobFailure, Result};
 use crate::mask::Mask;
 use crate::mask_policy::{MaskCtx, MaskPolicy};
 use crate::model::Model;
@@ -147,13 +147,11 @@ impl World {
     /// The mask policy's mask for a job of `client` (with the scheduler's `choice`, if any).
     pub(super) fn mask_for(&mut self, client: usize, choice: Option<usize>, rng: &mut Rng) -> Result<Mask> {
         if client >= self.clients.len() {
-            return Err(Error::invalid(format!("dispatch: no client {client} (have {})", self.clients.len())));
+            return Err(EngineError::UnknownClient { client, have: self.clients.len() }.into());
         }
         let choices = self.mask_policy.choices();
         if let Some(j) = choice.filter(|&j| j >= choices) {
-            return Err(Error::invalid(format!(
-                "dispatch: mask choice {j} out of range (the mask policy offers {choices})"
-            )));
+            return Err(EngineError::MaskChoice { choice: j, choices }.into());
         }
         let mask = self.mask_policy.mask(&mut MaskCtx {
             client,
@@ -201,7 +199,7 @@ impl World {
         how: JobStart,
     ) -> Result<()> {
         if self.clients.get(client).is_some_and(|c| c.running > 0) && !how.concurrent {
-            return Err(Error::invalid(format!("dispatch: client {client} is already training")));
+            return Err(EngineError::ClientBusy { client }.into());
         }
         let (base_version, base) = how.from.unwrap_or_else(|| (self.version, self.global.shallow_clone()));
         let mut mask_rng = self.mask_rng.clone();
@@ -288,7 +286,8 @@ impl World {
     pub(super) fn pull(&mut self, job: u64) -> Result<()> {
         let mut f = self.in_flight.remove(&job).expect("every pull has an in-flight job");
         let Work::Session(handle) = f.work else { unreachable!("pulling jobs train in sessions of their own") };
-        let session = handle.wait().map_err(|e| Error::invalid(format!("job {job} of client {}: {e}", f.client)))??;
+        let session =
+            handle.wait().map_err(|e| EngineError::JobFailed { job, client: f.client, source: Box::new(e) })??;
         let share = f.pull_share.expect("pull events come from pulling jobs");
         let pulled = (self.version > f.base_version).then(|| {
             let info = PullInfo { base_version: f.base_version, pulled_version: self.version };
@@ -365,11 +364,11 @@ impl World {
             self.flush();
         }
         let f = self.in_flight.remove(&job).expect("every arrival has an in-flight job");
-        let fail = |e: String| Error::invalid(format!("job {job} of client {}: {e}", f.client));
+        let fail = |e: JobFailure| EngineError::JobFailed { job, client: f.client, source: Box::new(e) };
         let out: TrainOutcome = match f.work {
             Work::Cohort(slot, i) => slot.take(i).map_err(fail)?,
             Work::Session(handle) => {
-                handle.wait().map_err(fail)??.finish()?.pop().ok_or_else(|| fail("no outcome".into()))?
+                handle.wait().map_err(fail)??.finish()?.pop().ok_or_else(|| fail(JobFailure::NoOutcome { index: 0 }))?
             }
             Work::Deferred => unreachable!("flushed above"),
         };
@@ -420,7 +419,7 @@ impl World {
             },
         )?;
         if next.shapes() != self.shapes {
-            return Err(Error::invalid("aggregator returned parameters of the wrong shapes"));
+            return Err(EngineError::AggregatedShapes.into());
         }
         self.global = next;
         self.version += 1;

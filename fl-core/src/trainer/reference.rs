@@ -6,12 +6,15 @@
 use rand::seq::SliceRandom;
 use tch::{Kind, Tensor};
 
-use crate::error::{Error, Result};
+use crate::error::{Result, TrainerError};
 use crate::model::{Mode, forward_one};
 use crate::params::ParamSet;
 use crate::rng::CohortNoise;
 use crate::trainer::sgd::{Masking, Sgd, SgdConfig};
 use crate::trainer::{LocalTrainer, PullInfo, TrainJob, TrainOutcome, TrainSession};
+
+/// The name its errors begin with.
+const NAME: &str = "reference sgd";
 
 /// SGD one job at a time (cohorts of one), with the configuration of [`Sgd`].
 #[derive(Debug, Clone)]
@@ -42,12 +45,13 @@ impl LocalTrainer for ReferenceSgd {
     }
 
     fn start(&self, mut jobs: Vec<TrainJob>) -> Result<Box<dyn TrainSession>> {
+        let count = jobs.len();
         let (Some(job), true) = (jobs.pop(), jobs.is_empty()) else {
-            return Err(Error::invalid("reference sgd: trains cohorts of one job"));
+            return Err(TrainerError::OneJobOnly { trainer: NAME, jobs: count }.into());
         };
         let n = job.indices.size()[0] as usize;
         if n == 0 {
-            return Err(Error::invalid("sgd: the client has no samples"));
+            return Err(TrainerError::NoSamples { trainer: NAME }.into());
         }
         let device = job.indices.device();
         let start = job.params.deep_clone();
@@ -109,7 +113,7 @@ impl TrainSession for SgdSession {
 
     fn merge_pulled(&mut self, pulled: &ParamSet, _info: PullInfo) -> Result<()> {
         if pulled.shapes() != self.start.shapes() {
-            return Err(Error::invalid("sgd: the pulled model's shapes differ from the job's (sub-)model"));
+            return Err(TrainerError::PulledShapes { trainer: NAME }.into());
         }
         let beta = self.cfg.pull_weight;
         tch::no_grad(|| {

@@ -23,8 +23,7 @@ use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Reduction, Tensor};
 
 use crate::data::Dataset;
-use crate::error::InvalidKey;
-use crate::error::{Error, Result};
+use crate::error::{InvalidKey, Result, TrainerError};
 use crate::model::{Mode, Model, Training};
 use crate::params::ParamSet;
 use crate::rng::CohortNoise;
@@ -32,6 +31,9 @@ use crate::split::SplitConfig;
 use crate::trainer::rates::{ClientRates, LrDecay, RateConfig, RateTable};
 use crate::trainer::schedule::{BatchSchedule, ClientPlan};
 use crate::trainer::{LocalTrainer, PullInfo, TrainJob, TrainOutcome, TrainSession};
+
+/// The trainer's registered name, which its errors begin with.
+const NAME: &str = "sgd";
 
 /// How an elementwise mask acts during local training.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -276,23 +278,26 @@ struct EarlyStopping {
 
 impl SgdCohort {
     fn new(sgd: &Sgd, mut jobs: Vec<TrainJob>) -> Result<SgdCohort> {
-        let first = jobs.first().ok_or_else(|| Error::invalid("sgd: a cohort needs at least one job"))?;
+        let first = jobs.first().ok_or(TrainerError::EmptyCohort { trainer: NAME })?;
         let (model, data) = (Arc::clone(&first.model), first.data.shallow_clone());
         let names = first.params.names().to_vec();
         let shapes = first.params.shapes();
         let device = first.indices.device();
         for (j, job) in jobs.iter().enumerate() {
             if !Arc::ptr_eq(&job.model, &model) || job.data.x.data_ptr() != data.x.data_ptr() {
-                return Err(Error::invalid(format!("sgd: job {j} of the cohort has another model or training set")));
+                return Err(TrainerError::MixedCohort { trainer: NAME, job: j }.into());
             }
             if job.params.shapes() != shapes {
-                return Err(Error::invalid(format!(
-                    "sgd: job {j} of the cohort has (sub-)model shapes {:?}, the first job {shapes:?}",
-                    job.params.shapes()
-                )));
+                return Err(TrainerError::CohortShapes {
+                    trainer: NAME,
+                    job: j,
+                    found: job.params.shapes(),
+                    first: shapes,
+                }
+                .into());
             }
             if job.indices.size()[0] == 0 {
-                return Err(Error::invalid("sgd: the client has no samples"));
+                return Err(TrainerError::NoSamples { trainer: NAME }.into());
             }
         }
         let steps: Vec<usize> = jobs.iter().map(|j| sgd.total_steps(j.indices.size()[0] as usize)).collect();
@@ -572,7 +577,7 @@ impl TrainSession for SgdCohort {
         } else if share >= 1.0 {
             self.schedule.total_steps()
         } else {
-            return Err(Error::invalid("sgd: a cohort of several jobs trains whole jobs only (share 1)"));
+            return Err(TrainerError::PartialCohort { trainer: NAME, share }.into());
         };
         while self.step < until {
             self.sgd_step(self.step);
@@ -583,11 +588,11 @@ impl TrainSession for SgdCohort {
 
     fn merge_pulled(&mut self, pulled: &ParamSet, _info: PullInfo) -> Result<()> {
         if self.clients() != 1 {
-            return Err(Error::invalid("sgd: only a cohort of one job merges a pulled model"));
+            return Err(TrainerError::PullIntoCohort { trainer: NAME, jobs: self.clients() }.into());
         }
         let shapes: Vec<Vec<i64>> = self.start.iter().map(|s| s.size()[1..].to_vec()).collect();
         if pulled.shapes() != shapes {
-            return Err(Error::invalid("sgd: the pulled model's shapes differ from the job's (sub-)model"));
+            return Err(TrainerError::PulledShapes { trainer: NAME }.into());
         }
         let beta = self.cfg.pull_weight;
         tch::no_grad(|| {
@@ -602,7 +607,7 @@ impl TrainSession for SgdCohort {
     fn finish(self: Box<Self>) -> Result<Vec<TrainOutcome>> {
         let read = |t: &Tensor| {
             Vec::<f32>::try_from(t.to_device(Device::Cpu))
-                .map_err(|e| Error::invalid(format!("sgd: reading the losses: {e}")))
+                .map_err(|source| TrainerError::ReadLosses { trainer: NAME, source })
         };
         let losses = read(&self.loss_sum)?;
         let steps_run = self.stopping.as_ref().map(|s| read(&s.steps_run)).transpose()?;

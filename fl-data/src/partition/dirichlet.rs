@@ -51,7 +51,7 @@
 //! what we use (numpy would produce NaN proportions).
 
 use fl_core::rng::Rng;
-use fl_core::{Error, InvalidKey, Partitioner, Result, Validate};
+use fl_core::{InvalidKey, Partitioner, Result, Validate};
 use rand::Rng as _;
 use rand::seq::SliceRandom;
 use rand_distr::{Distribution, Gamma};
@@ -59,6 +59,7 @@ use serde::{Deserialize, Serialize};
 use smart_default::SmartDefault;
 
 use super::{check_args, sorted};
+use crate::error::PartitionError;
 
 /// Whether clients that already hold their even share stop receiving samples.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -239,9 +240,7 @@ impl Dirichlet {
             let nk = class.len() as u64;
             if total == 0 {
                 if nk > 0 {
-                    return Err(Error::invalid(format!(
-                        "dirichlet partition: counts: no client holds label {k}, which has {nk} samples"
-                    )));
+                    return Err(PartitionError::CountsUnheld { label: k, samples: nk }.into());
                 }
                 continue;
             }
@@ -299,10 +298,7 @@ impl Partitioner for Dirichlet {
         check_args("dirichlet", labels, classes, clients)?;
         let (n, min) = (labels.len(), self.cfg.min_samples);
         if min * clients > n {
-            return Err(Error::invalid(format!(
-                "dirichlet partition: min_samples = {min} for each of {clients} clients needs {} samples, only {n} exist",
-                min * clients
-            )));
+            return Err(PartitionError::TooFewForMinSamples { min_samples: min, clients, samples: n }.into());
         }
         let mut by_class: Vec<Vec<i64>> = vec![Vec::new(); classes as usize];
         for (i, &l) in labels.iter().enumerate() {
@@ -310,20 +306,16 @@ impl Partitioner for Dirichlet {
         }
         if let Some(counts) = &self.cfg.counts {
             if counts.len() != clients {
-                return Err(Error::invalid(format!(
-                    "dirichlet partition: counts: records {} clients, the experiment has {clients}",
-                    counts.len()
-                )));
+                return Err(PartitionError::CountsClients { recorded: counts.len(), clients }.into());
             }
             if let Some([l, _]) = counts.iter().flatten().find(|[l, _]| *l >= classes as u64) {
-                return Err(Error::invalid(format!("dirichlet partition: counts: label {l} is outside 0..{classes}")));
+                return Err(PartitionError::CountsLabel { label: *l, classes }.into());
             }
             let parts = self.replay(counts, &by_class, rng)?;
             let kept = self.keep_local_train(parts, rng);
             return Ok(self.finish(kept, rng));
         }
-        let gamma =
-            Gamma::new(self.cfg.alpha, 1.0).map_err(|e| Error::invalid(format!("dirichlet partition: alpha: {e}")))?;
+        let gamma = Gamma::new(self.cfg.alpha, 1.0).map_err(|_| PartitionError::Alpha { alpha: self.cfg.alpha })?;
         let mut best = 0;
         for _ in 0..self.cfg.max_draws {
             let parts = self.draw(&by_class, n, clients, &gamma, rng);
@@ -334,12 +326,15 @@ impl Partitioner for Dirichlet {
             }
             best = best.max(smallest);
         }
-        Err(Error::invalid(format!(
-            "dirichlet partition (alpha = {}, {clients} clients, {n} samples): after {} draws the smallest client \
-             still held fewer than min_samples = {min} samples (best draw: {best}); raise alpha, lower min_samples \
-             or use fewer clients",
-            self.cfg.alpha, self.cfg.max_draws
-        )))
+        Err(PartitionError::NoDrawMeetsMinSamples {
+            alpha: self.cfg.alpha,
+            clients,
+            samples: n,
+            draws: self.cfg.max_draws,
+            min_samples: min,
+            best,
+        }
+        .into())
     }
 }
 

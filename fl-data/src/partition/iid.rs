@@ -2,10 +2,11 @@
 //! contiguous pieces whose sizes differ by at most one.
 
 use fl_core::rng::Rng;
-use fl_core::{Error, NoParams, Partitioner, Result};
+use fl_core::{NoParams, Partitioner, Result};
 use rand::seq::SliceRandom;
 
 use super::{check_args, sorted};
+use crate::error::PartitionError;
 
 /// Shuffle and split evenly: client c gets positions `⌊cN/C⌋ .. ⌊(c+1)N/C⌋` of the permutation.
 #[derive(Debug, Clone, Copy, Default)]
@@ -19,9 +20,7 @@ impl Partitioner for Iid {
         check_args("iid", labels, classes, clients)?;
         let n = labels.len();
         if clients > n {
-            return Err(Error::invalid(format!(
-                "iid partition: {clients} clients but only {n} samples; each client needs one"
-            )));
+            return Err(PartitionError::MoreClientsThanSamples { clients, samples: n }.into());
         }
         let mut order: Vec<i64> = (0..n as i64).collect();
         order.shuffle(rng);

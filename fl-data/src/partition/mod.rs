@@ -17,19 +17,21 @@ pub use dirichlet::{Cap, Dirichlet, DirichletConfig, Remainder};
 pub use iid::{Iid, IidConfig};
 pub use shards::{Shards, ShardsConfig};
 
-use fl_core::{Error, Result};
+use fl_core::Result;
+
+use crate::error::PartitionError;
 
 /// Checks the arguments every partitioner shares: at least one client and one class, labels
 /// in `0..classes`.
-fn check_args(who: &str, labels: &[i64], classes: i64, clients: usize) -> Result<()> {
+fn check_args(partitioner: &'static str, labels: &[i64], classes: i64, clients: usize) -> Result<()> {
     if clients == 0 {
-        return Err(Error::invalid(format!("{who} partition: needs at least one client")));
+        return Err(PartitionError::NoClients { partitioner }.into());
     }
     if classes < 1 {
-        return Err(Error::invalid(format!("{who} partition: needs at least one class, got {classes}")));
+        return Err(PartitionError::NoClasses { partitioner, classes }.into());
     }
-    if let Some((i, &l)) = labels.iter().enumerate().find(|(_, l)| !(0..classes).contains(*l)) {
-        return Err(Error::invalid(format!("{who} partition: label {l} of sample {i} is outside 0..{classes}")));
+    if let Some((sample, &label)) = labels.iter().enumerate().find(|(_, l)| !(0..classes).contains(*l)) {
+        return Err(PartitionError::LabelOutOfRange { partitioner, label, sample, classes }.into());
     }
     Ok(())
 }

@@ -9,12 +9,13 @@
 //! Samples of equal label keep their index order (a stable sort).
 
 use fl_core::rng::Rng;
-use fl_core::{Error, InvalidKey, Partitioner, Result, Validate};
+use fl_core::{InvalidKey, Partitioner, Result, Validate};
 use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
 use smart_default::SmartDefault;
 
 use super::{check_args, sorted};
+use crate::error::PartitionError;
 
 /// Parameters of `shards`.
 #[derive(Debug, Clone, PartialEq, SmartDefault, Serialize, Deserialize)]
@@ -53,9 +54,7 @@ impl Partitioner for Shards {
         let per = self.cfg.shards_per_client;
         let shards = clients * per;
         if shards > n {
-            return Err(Error::invalid(format!(
-                "shards partition: {clients} clients x {per} shards_per_client = {shards} shards, but only {n} samples"
-            )));
+            return Err(PartitionError::MoreShardsThanSamples { clients, per_client: per, samples: n }.into());
         }
         let mut by_label: Vec<i64> = (0..n as i64).collect();
         by_label.sort_by_key(|&i| labels[i as usize]);

@@ -65,7 +65,10 @@ pub(crate) fn normalised_weights(
         .collect();
     let total: f64 = raw.iter().sum();
     if !(total > 0.0) {
-        return Err(Error::invalid(format!("aggregation weights sum to {total}; expected a positive sum")));
+        return Err(Error::component(
+            "aggregator",
+            format!("aggregation weights sum to {total}; expected a positive sum"),
+        ));
     }
     Ok(raw.iter().map(|w| w / total).collect())
 }
