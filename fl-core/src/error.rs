@@ -78,12 +78,14 @@ pub enum Error {
     #[error("serialising the resolved config")]
     SerializeConfig(#[source] toml::ser::Error),
     /// A file could not be read or written.
-    #[error("{path}: {source}")]
+    // The cause is part of the message and not a `source()`, so that a printed chain
+    // (`{:#}`) does not say it twice.
+    #[error("{path}: {cause}")]
     Io {
         /// The file.
         path: String,
         /// The operating system's error.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// An error libtorch reported.
     #[error(transparent)]
@@ -93,7 +95,7 @@ pub enum Error {
 impl Error {
     /// An [`Error::Io`] on `path`.
     pub fn io(path: impl AsRef<std::path::Path>, source: std::io::Error) -> Self {
-        Error::Io { path: path.as_ref().display().to_string(), source }
+        Error::Io { path: path.as_ref().display().to_string(), cause: source }
     }
 
     /// An [`Error::Data`] holding `e`.

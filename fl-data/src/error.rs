@@ -17,8 +17,10 @@ pub enum DataError {
     #[error("{dataset}: {missing} not found (looked in {}); {hint}", .looked_in.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" and "))]
     Missing { dataset: String, missing: String, looked_in: Vec<PathBuf>, hint: String },
     /// A file could not be read or written.
-    #[error("{}: {source}", .path.display())]
-    Io { path: PathBuf, source: std::io::Error },
+    /// The cause is part of the message and not a `source()`, so that a printed chain (`{:#}`)
+    /// does not say it twice.
+    #[error("{}: {cause}", .path.display())]
+    Io { path: PathBuf, cause: std::io::Error },
     /// An external command (npm, apt-get, dpkg, curl) failed or could not be started.
     #[error("`{command}` {what}{}", if .stderr.trim().is_empty() { String::new() } else { format!(":\n{}", .stderr.trim_end()) })]
     Command { command: String, what: String, stderr: String },
@@ -68,7 +70,7 @@ pub enum DataError {
 
 impl DataError {
     pub fn io(path: impl AsRef<Path>, source: std::io::Error) -> Self {
-        DataError::Io { path: path.as_ref().to_path_buf(), source }
+        DataError::Io { path: path.as_ref().to_path_buf(), cause: source }
     }
 
     pub fn format(path: impl AsRef<Path>, expected: impl Into<String>, found: impl Into<String>) -> Self {
@@ -232,7 +234,7 @@ mod tests {
 
         let missing = std::io::Error::from(std::io::ErrorKind::NotFound);
         let converted = fl_core::Error::from(DataError::io("/data/mnist/train-labels", missing));
-        let DataError::Io { path, source } = data_error(&converted) else { panic!("{converted:?}") };
+        let DataError::Io { path, cause: source } = data_error(&converted) else { panic!("{converted:?}") };
         assert_eq!((path.to_str(), source.kind()), (Some("/data/mnist/train-labels"), std::io::ErrorKind::NotFound));
     }
 
