@@ -115,9 +115,10 @@ fn panels_of(
             ..Panel::default()
         };
         let zoom = (!loss).then(|| zoom_range(&panel.series)).flatten();
-        let zoomed = zoom.map(|range| Panel {
+        let zoomed = zoom.map(|(x_range, y_range)| Panel {
             title: format!("{place}: {what}, last half (zoom)"),
-            y_range: Some(range),
+            x_range: Some(x_range),
+            y_range: Some(y_range),
             series: panel.series.clone(),
             x_label: panel.x_label.clone(),
             y_label: panel.y_label.clone(),
@@ -174,9 +175,10 @@ fn seeds_series(
     Series { label: format!("{label} (mean of {} seeds ± std)", outcomes.len()), points, band, ..Series::default() }
 }
 
-/// The y range of the curves' last halves (by x), padded, when it is narrower than `ZOOM_BELOW`
-/// of the whole curves' range: where the runs differ by little, a zoom shows by how much.
-fn zoom_range(series: &[Series]) -> Option<(f64, f64)> {
+/// The x range of the curves' last half and their y range there, padded, when that is narrower
+/// than `ZOOM_BELOW` of the whole curves' range: where the runs differ by little, a zoom shows
+/// by how much.
+fn zoom_range(series: &[Series]) -> Option<((f64, f64), (f64, f64))> {
     let finite: Vec<(f64, f64)> =
         series.iter().flat_map(|s| &s.points).copied().filter(|(x, y)| x.is_finite() && y.is_finite()).collect();
     let (x_lo, x_hi) = finite.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), p| (lo.min(p.0), hi.max(p.0)));
@@ -191,7 +193,7 @@ fn zoom_range(series: &[Series]) -> Option<(f64, f64)> {
         return None;
     }
     let pad = (tail * 0.1).max(0.1);
-    Some((tail_lo - pad, tail_hi + pad))
+    Some(((mid, x_hi), (tail_lo - pad, tail_hi + pad)))
 }
 
 /// `setting` if any of `runs` is planned there, else the first planned setting of the dataset
@@ -343,7 +345,8 @@ mod tests {
 
     #[test]
     fn a_zoom_shows_the_last_half_where_the_curves_end_close_together() {
-        let (lo, hi) = zoom_range(&[rising("a", 90.0), rising("b", 91.0)]).unwrap();
+        let ((x_lo, x_hi), (lo, hi)) = zoom_range(&[rising("a", 90.0), rising("b", 91.0)]).unwrap();
+        assert_eq!((x_lo, x_hi), (50.0, 100.0), "the last half of rounds 0–100");
         // Both curves are above 89 over rounds 50–100 (90 (1 − e⁻⁵) ≈ 89.39) and end below 91.
         assert!((88.0..89.4).contains(&lo) && (91.0..92.0).contains(&hi), "{lo}..{hi}");
         assert_eq!(zoom_range(&[rising("a", 90.0), rising("b", 30.0)]), None, "they end far apart: no zoom");
