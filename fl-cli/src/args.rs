@@ -47,8 +47,8 @@ pub struct RunArgs {
     /// Client jobs trained concurrently (default: the number of CPU cores).
     #[arg(long)]
     pub workers: Option<usize>,
-    /// Override the experiment's seed.
-    #[arg(long)]
+    /// Override the experiment's seed (at most 2^63 − 1, the largest a TOML file can record).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=i64::MAX as u64))]
     pub seed: Option<u64>,
     /// Replace a finished run (or the outputs of an interrupted one) in the output directory.
     #[arg(long)]

@@ -145,6 +145,29 @@ fn config_errors_name_the_file_the_key_and_the_nearest_names() {
             BASE.replace("name = \"mnist\"\n", "name = \"mnist\"\ntrain_samples = 70000\n"),
             "key `dataset.train_samples`: asked for the first 70000 samples, but the train split in",
         ),
+        // Values a run would accept and then misbehave on: NaN, an accuracy above 1, no
+        // aggregation, an evaluation cadence without bound, an empty test set.
+        ("nan.toml", format!("{BASE}[trainer]\nlr = nan\n"), "key `trainer.lr`: NaN is not a value; give a number"),
+        (
+            "target.toml",
+            format!("{BASE}[run]\ntarget_accuracy = 2.0\n"),
+            "key `run.target_accuracy`: expected an accuracy in (0, 1], got 2",
+        ),
+        (
+            "zero.toml",
+            format!("{BASE}[run]\nmax_aggregations = 0\n"),
+            "key `run.max_aggregations`: expected at least 1",
+        ),
+        (
+            "cadence.toml",
+            format!("{BASE}[eval]\nevery_virtual_s = 1e-9\n[run]\nmax_virtual_time_s = 100.0\n"),
+            "key `eval.every_virtual_s`: 0.000000001 s evaluates 100000000000 times over run.max_virtual_time_s = 100; at most 1000000 evaluations",
+        ),
+        (
+            "empty.toml",
+            BASE.replace("name = \"mnist\"\n", "name = \"mnist\"\ntest_samples = 0\n"),
+            "key `dataset`: dataset `mnist` has an empty test split",
+        ),
     ];
     for (file, text, expected) in cases {
         let path = write(dir.path(), file, &text);
@@ -153,6 +176,13 @@ fn config_errors_name_the_file_the_key_and_the_nearest_names() {
         let err = stderr(&o);
         assert!(err.contains(&format!("{}: {expected}", path.display())), "{file}: unexpected error:\n{err}");
     }
+}
+
+#[test]
+fn a_seed_a_toml_file_cannot_record_is_refused() {
+    let o = fl(&["run", "experiments/quickstart.toml", "--seed", "18446744073709551615", "--out", "/nonexistent"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("--seed"), "{}", stderr(&o));
 }
 
 #[test]

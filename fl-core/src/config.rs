@@ -116,6 +116,9 @@ impl Experiment {
             message: e.to_string(),
         })?;
         let cfg = |key: &str, message: String| Error::Config { file: file.into(), key: key.into(), message };
+        if let Some(key) = first_nan(&doc, "") {
+            return Err(cfg(&key, "NaN is not a value; give a number".into()));
+        }
         for key in doc.keys() {
             if !TOP_LEVEL_KEYS.contains(&key.as_str()) {
                 let valid = nearest(key, TOP_LEVEL_KEYS.into_iter());
@@ -173,6 +176,18 @@ impl Experiment {
         let devices: DevicesConfig = typed("devices").parse_valid(DevicesConfig::validate)?;
         let eval: EvalConfig = typed("eval").parse_valid(EvalConfig::validate)?;
         let run: RunConfig = typed("run").parse_valid(RunConfig::validate)?;
+        if let (Some(every), Some(end)) = (eval.every_virtual_s, run.max_virtual_time_s) {
+            let evaluations = end / every;
+            if evaluations > MAX_EVALUATIONS {
+                return Err(cfg(
+                    "eval.every_virtual_s",
+                    format!(
+                        "{every} s evaluates {evaluations:.0} times over run.max_virtual_time_s = {end}; \
+                         at most {MAX_EVALUATIONS} evaluations"
+                    ),
+                ));
+            }
+        }
         let seed = match doc.get("seed") {
             None => 0,
             Some(toml::Value::Integer(s)) if *s >= 0 => *s as u64,
@@ -273,6 +288,16 @@ impl Experiment {
             }
             None => load()?,
         };
+        if test.is_empty() {
+            return Err(Error::Config {
+                file: self.file.clone(),
+                key: "dataset".into(),
+                message: format!(
+                    "dataset `{}` has an empty test split: the global model could not be evaluated",
+                    self.component(ComponentKind::Dataset).name
+                ),
+            });
+        }
         let partition = match natural_partition {
             Some(p) => {
                 if p.len() != self.clients {
@@ -373,4 +398,23 @@ fn merge_section(preset: Option<toml::Table>, file: Option<toml::Table>) -> toml
 
 fn to_table<T: Serialize>(value: &T) -> toml::Table {
     toml::Table::try_from(value).expect("config structs serialise to tables")
+}
+
+/// Most evaluations a run's cadence may ask for (each writes a row and runs the test set).
+const MAX_EVALUATIONS: f64 = 1e6;
+
+/// The path of the first NaN in `table` (TOML accepts `nan`; no key of an experiment means it).
+fn first_nan(table: &toml::Table, prefix: &str) -> Option<String> {
+    fn walk(value: &toml::Value, path: String) -> Option<String> {
+        match value {
+            toml::Value::Float(f) if f.is_nan() => Some(path),
+            toml::Value::Table(t) => t.iter().find_map(|(k, v)| walk(v, join(&path, k))),
+            toml::Value::Array(a) => a.iter().enumerate().find_map(|(i, v)| walk(v, format!("{path}[{i}]"))),
+            _ => None,
+        }
+    }
+    fn join(path: &str, key: &str) -> String {
+        if path.is_empty() { key.to_string() } else { format!("{path}.{key}") }
+    }
+    table.iter().find_map(|(k, v)| walk(v, join(prefix, k)))
 }

@@ -45,7 +45,7 @@ impl EvalConfig {
         if self.test_every == 0 {
             return Err(InvalidKey::new("test_every", "expected at least 1"));
         }
-        if self.every_virtual_s.is_some_and(|d| !(d > 0.0)) {
+        if self.every_virtual_s.is_some_and(|d| !(d > 0.0 && d.is_finite())) {
             return Err(InvalidKey::new("every_virtual_s", "expected a positive number of seconds"));
         }
         Ok(())
@@ -72,11 +72,23 @@ pub struct RunConfig {
 }
 
 impl RunConfig {
-    /// Checks that `max_virtual_time_s` is positive and `max_cohort` at least 1; the error
-    /// names the key.
+    /// Checks that `max_virtual_time_s` is positive, `max_aggregations` and `max_cohort` at
+    /// least 1, and the accuracies in (0, 1]; the error names the key.
     pub fn validate(&self) -> std::result::Result<(), InvalidKey> {
         if self.max_virtual_time_s.is_some_and(|t| !(t > 0.0)) {
             return Err(InvalidKey::new("max_virtual_time_s", "expected a positive number of seconds"));
+        }
+        if self.max_aggregations == Some(0) {
+            return Err(InvalidKey::new("max_aggregations", "expected at least 1 (absent: no limit)"));
+        }
+        for (key, accuracy) in [("target_accuracy", self.target_accuracy), ("stop_at_accuracy", self.stop_at_accuracy)]
+        {
+            if accuracy.is_some_and(|a| !(a > 0.0 && a <= 1.0)) {
+                return Err(InvalidKey::new(
+                    key,
+                    format!("expected an accuracy in (0, 1], got {}", accuracy.unwrap_or(0.0)),
+                ));
+            }
         }
         if self.max_cohort == Some(0) {
             return Err(InvalidKey::new("max_cohort", "expected at least 1"));
