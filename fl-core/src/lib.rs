@@ -45,7 +45,7 @@ pub use mask::{Coverage, Mask, StructuredMask};
 pub use mask_policy::{MaskCtx, MaskPolicy};
 pub use model::{Mode, Model, Training, forward_one};
 pub use params::ParamSet;
-pub use profile::DeviceProfile;
+pub use profile::{DeviceProfile, Pricing};
 pub use registry::{Builder, Component, Method, Params, Registry};
 pub use scheduler::{JobStart, SchedCtx, Scheduler, SchedulingContext};
 pub use staleness::{StalenessCtx, StalenessFn};

@@ -196,6 +196,19 @@ impl Quantity {
     }
 }
 
+/// How a job's training is priced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Pricing {
+    /// The FLOPs the job computes: a masked job pays for the submodel it trains.
+    #[default]
+    Compute,
+    /// A masked job pays a full job's FLOPs times the share of the masked tensors' elements it
+    /// keeps, whatever it computes: the Fed-RAA code's `ratio_j / cmp_i`, where a fragment of
+    /// the output layer is priced at its share although the whole network trains.
+    MaskShare,
+}
+
 /// The `[devices]` section: one distribution per resource, plus per-job jitter.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -208,6 +221,8 @@ pub struct DevicesConfig {
     pub down_bytes_per_s: Quantity,
     /// Log-space standard deviation of a per-job multiplicative noise on duration (0: none).
     pub jitter: f64,
+    /// How a job's training is priced (`compute` or `mask-share`).
+    pub pricing: Pricing,
 }
 
 impl Default for DevicesConfig {
@@ -217,6 +232,7 @@ impl Default for DevicesConfig {
             up_bytes_per_s: Quantity::Constant { value: 1.25e6 },
             down_bytes_per_s: Quantity::Constant { value: 5e6 },
             jitter: 0.0,
+            pricing: Pricing::Compute,
         }
     }
 }

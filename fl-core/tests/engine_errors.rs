@@ -71,6 +71,7 @@ fn setup(dispatch: Vec<usize>, trainer: Arc<dyn LocalTrainer>, partition: Vec<Ve
             up_bytes_per_s: Quantity::Constant { value: 1e15 },
             down_bytes_per_s: Quantity::Constant { value: 1e15 },
             jitter: 0.0,
+            ..Default::default()
         },
         eval: EvalConfig::default(),
         run: RunConfig::default(),

@@ -39,6 +39,7 @@ fn setup(scheduler: Box<dyn Scheduler>, aggregator: Box<dyn Aggregator>) -> Setu
             up_bytes_per_s: fast.clone(),
             down_bytes_per_s: fast,
             jitter: 0.0,
+            ..Default::default()
         },
         eval: EvalConfig::default(),
         run: RunConfig::default(),

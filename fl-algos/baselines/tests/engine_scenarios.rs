@@ -56,6 +56,7 @@ fn with_clients(
             up_bytes_per_s: fast,
             down_bytes_per_s: Quantity::Constant { value: down_bytes_per_s },
             jitter: 0.0,
+            ..Default::default()
         },
         eval: EvalConfig::default(),
         run: RunConfig::default(),

@@ -74,6 +74,7 @@ fn a_slow_arrival_is_mixed_with_the_weight_of_the_merges_since_its_dispatch() {
             up_bytes_per_s: Quantity::Constant { value: f64::INFINITY },
             down_bytes_per_s: Quantity::Constant { value: f64::INFINITY },
             jitter: 0.0,
+            ..Default::default()
         },
         eval: EvalConfig::default(),
         run: RunConfig::default(),

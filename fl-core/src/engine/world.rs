@@ -22,7 +22,7 @@ use crate::mask::Mask;
 use crate::mask_policy::{MaskCtx, MaskPolicy};
 use crate::model::Model;
 use crate::params::ParamSet;
-use crate::profile::{DeviceProfile, DevicesConfig, JobCost, Phases, train_flops};
+use crate::profile::{DeviceProfile, DevicesConfig, JobCost, Phases, Pricing, train_flops};
 use crate::rng::{self, Rng, TensorNoise, tag};
 use crate::scheduler::JobStart;
 use crate::split::SplitPoint;
@@ -172,7 +172,13 @@ impl World {
     /// the client's part of them, the relay across the cut and the server's seconds.
     pub(super) fn job_cost(&self, client: usize, mask: &Mask) -> JobCost {
         let kept = mask.kept_per_tensor(&self.shapes);
-        let flops = self.forward_flops_per_tensor(mask, &kept);
+        let flops = match self.devices.pricing {
+            Pricing::Compute => self.forward_flops_per_tensor(mask, &kept),
+            Pricing::MaskShare => {
+                let share = mask_share(&kept, &self.shapes);
+                self.model.flops_per_tensor(&self.shapes).iter().map(|f| f * share).collect()
+            }
+        };
         let samples = self.clients[client].samples;
         let passes = self.trainer.sample_passes(samples);
         let client_tensors = self.split.map_or(kept.len(), |s| s.client_tensors);
@@ -486,5 +492,32 @@ impl World {
             self.run.target_accuracy,
             self.clients.iter().map(|c| c.stats.clone()).collect(),
         )
+    }
+}
+
+/// The share of the masked tensors' elements a mask keeps: over the tensors it does not keep
+/// whole, kept elements / all elements; 1 when it keeps everything.
+fn mask_share(kept: &[i64], shapes: &[Vec<i64>]) -> f64 {
+    let (kept_sum, total) = kept
+        .iter()
+        .zip(shapes)
+        .map(|(k, s)| (*k, s.iter().product::<i64>()))
+        .filter(|(k, n)| k < n)
+        .fold((0i64, 0i64), |(a, b), (k, n)| (a + k, b + n));
+    if total == 0 { 1.0 } else { kept_sum as f64 / total as f64 }
+}
+
+#[cfg(test)]
+mod pricing_tests {
+    use super::mask_share;
+
+    #[test]
+    fn the_mask_share_counts_only_the_tensors_a_mask_cuts() {
+        let shapes = vec![vec![200, 784], vec![200], vec![10, 200], vec![10]];
+        // A fragment of a quarter of the output layer's weights; every other tensor whole.
+        assert_eq!(mask_share(&[156_800, 200, 500, 10], &shapes), 0.25);
+        assert_eq!(mask_share(&[156_800, 200, 2_000, 10], &shapes), 1.0, "a full mask");
+        // Two tensors cut: their elements together.
+        assert_eq!(mask_share(&[78_400, 200, 1_000, 10], &shapes), 0.5);
     }
 }
