@@ -137,6 +137,10 @@ impl Runner {
     }
 
     fn run_one(&self, run: &PlannedRun) -> Result<String> {
+        // Finished since the plan was made (another reproduction on the same runs): keep it.
+        if is_done(run) {
+            return self.collect(run);
+        }
         let file = prepare(run)?;
         let workers = self.workers.to_string();
         let args = fl_run_args(&self.device).into_iter().map(|a| match a {
@@ -163,6 +167,12 @@ impl Runner {
     /// Runs `runs` as one `fl pack` process; each run's result comes from its own directory
     /// (`fl pack` writes every run's `log.txt`), so one failed run fails alone.
     fn run_pack<'r>(&self, runs: &[&'r PlannedRun]) -> Vec<(&'r PlannedRun, Result<String>)> {
+        // Runs finished since the plan was made (another reproduction on the same runs) are kept.
+        let (done, runs): (Vec<&PlannedRun>, Vec<&PlannedRun>) = runs.iter().partition(|r| is_done(r));
+        let mut results: Vec<(&PlannedRun, Result<String>)> = done.into_iter().map(|r| (r, self.collect(r))).collect();
+        if runs.is_empty() {
+            return results;
+        }
         let prepared: Vec<(&PlannedRun, Result<PathBuf>)> = runs.iter().map(|r| (*r, prepare(r))).collect();
         let dirs: Vec<&Path> = prepared.iter().filter(|(_, p)| p.is_ok()).map(|(r, _)| r.dir.as_path()).collect();
         let status = Command::new(&self.fl)
@@ -177,20 +187,18 @@ impl Runner {
             Ok(out) => format!("{}; {}", out.status, String::from_utf8_lossy(&out.stderr).trim()),
             Err(e) => format!("starting {}: {e}", self.fl.display()),
         };
-        prepared
-            .into_iter()
-            .map(|(run, file)| {
-                let result = file.and_then(|_| {
-                    if run.dir.join(SUMMARY_FILE).is_file() {
-                        self.collect(run)
-                    } else {
-                        let log = run.dir.join(LOG_FILE);
-                        anyhow::bail!("the pack {trouble}; log {}:\n{}", log.display(), last_lines(&log, 5))
-                    }
-                });
-                (run, result)
-            })
-            .collect()
+        results.extend(prepared.into_iter().map(|(run, file)| {
+            let result = file.and_then(|_| {
+                if run.dir.join(SUMMARY_FILE).is_file() {
+                    self.collect(run)
+                } else {
+                    let log = run.dir.join(LOG_FILE);
+                    anyhow::bail!("the pack {trouble}; log {}:\n{}", log.display(), last_lines(&log, 5))
+                }
+            });
+            (run, result)
+        }));
+        results
     }
 
     /// Records a finished run and says its result.
@@ -273,5 +281,34 @@ exit $failed
             assert_eq!(runner.records.find(run).is_some(), i != 2, "record of run {}", i + 1);
         }
         assert!(std::fs::read_to_string(runs[2].dir.join(LOG_FILE)).unwrap().contains("lr"));
+    }
+
+    #[test]
+    fn a_run_finished_since_the_plan_is_kept_not_prepared_again() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let fl = tmp.path().join("fl");
+        std::fs::write(&fl, "#!/bin/sh\nexit 9\n").unwrap();
+        std::fs::set_permissions(&fl, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let run = PlannedRun::example(&tmp.path().join("run"), "seed = 1\n");
+        std::fs::create_dir_all(&run.dir).unwrap();
+        std::fs::write(run.dir.join("experiment.toml"), "seed = 1\n").unwrap();
+        std::fs::write(run.dir.join("metrics.csv"), "virtual_time_s,version,accuracy,loss\n1,1,0.5,1.0\n").unwrap();
+        std::fs::write(run.dir.join("events.jsonl"), "").unwrap();
+        let summary = r#"{"best_accuracy":0.5,"final_accuracy":0.5,"final_loss":1.0,"wall_time_s":1}"#;
+        std::fs::write(run.dir.join("summary.json"), summary).unwrap();
+        for pack in [1, 2] {
+            let runner = Runner {
+                fl: fl.clone(),
+                device: "cpu".into(),
+                jobs: 1,
+                pack,
+                workers: 1,
+                records: Records { root: tmp.path().join("records") },
+            };
+            let result = if pack == 1 { runner.run_one(&run) } else { runner.run_pack(&[&run]).remove(0).1 };
+            assert!(result.is_ok(), "pack {pack}: {result:?}");
+            assert_eq!(std::fs::read_to_string(run.dir.join("summary.json")).unwrap(), summary, "pack {pack}");
+        }
     }
 }
