@@ -342,6 +342,11 @@ pub struct PanelSpec {
     pub runs: Vec<String>,
 }
 
+/// The experiment file a run directory holds, which `fl` runs.
+pub const EXPERIMENT_FILE: &str = "experiment.toml";
+/// What `fl` writes last in a run directory: its presence says the run finished.
+pub const SUMMARY_FILE: &str = "summary.json";
+
 /// One run of the grid, ready to execute.
 #[derive(Debug, Clone)]
 pub struct PlannedRun {
@@ -357,6 +362,15 @@ pub struct PlannedRun {
     /// The experiment TOML.
     pub experiment: String,
     pub dir: PathBuf,
+}
+
+impl PlannedRun {
+    /// Whether the run finished earlier with the same experiment: a `summary.json` beside an
+    /// identical `experiment.toml`.
+    pub fn is_done(&self) -> bool {
+        self.dir.join(SUMMARY_FILE).is_file()
+            && std::fs::read_to_string(self.dir.join(EXPERIMENT_FILE)).is_ok_and(|t| t == self.experiment)
+    }
 }
 
 #[cfg(test)]

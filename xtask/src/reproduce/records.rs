@@ -16,7 +16,6 @@ use anyhow::{Context, Result};
 use sha2::{Digest, Sha256};
 
 use super::grid::PlannedRun;
-use super::runner::is_done;
 
 /// The files a record keeps as they are: what the report reads, and what says how the run was
 /// made. `summary.json` comes last, so that an interrupted copy never leaves a record that
@@ -48,7 +47,7 @@ impl Records {
     /// Writes the record of `run` into its run directory when the run is not done there and its
     /// experiment has a record; returns whether it did.
     pub fn restore(&self, run: &PlannedRun) -> Result<bool> {
-        if is_done(run) {
+        if run.is_done() {
             return Ok(false);
         }
         match self.find(run) {
@@ -59,7 +58,7 @@ impl Records {
 
     /// Records `run` if it is done and its experiment has no record yet.
     pub fn save(&self, run: &PlannedRun) -> Result<()> {
-        if !is_done(run) || self.find(run).is_some() {
+        if !run.is_done() || self.find(run).is_some() {
             return Ok(());
         }
         pack(&run.dir, &self.dir(run))
@@ -147,13 +146,13 @@ mod tests {
         let elsewhere =
             PlannedRun { key: "other/report".into(), ..PlannedRun::example(&tmp.path().join("b"), "seed = 1\n") };
         assert!(records.restore(&elsewhere).unwrap(), "any report planning the same experiment");
-        assert!(is_done(&elsewhere));
+        assert!(elsewhere.is_done());
         assert_eq!(std::fs::read_to_string(elsewhere.dir.join("events.jsonl")).unwrap(), events);
         assert!(!records.restore(&elsewhere).unwrap(), "already done: nothing to restore");
 
         let changed = PlannedRun::example(&tmp.path().join("c"), "seed = 2\n");
         assert!(!records.restore(&changed).unwrap(), "another experiment: run it");
-        assert!(!is_done(&changed));
+        assert!(!changed.is_done());
     }
 
     #[test]

@@ -31,17 +31,13 @@ pub struct Runner {
     pub records: Records,
 }
 
-/// The experiment file the runner writes in a run directory and `fl` runs.
-pub const EXPERIMENT_FILE: &str = "experiment.toml";
-/// What `fl` writes last in a run directory: its presence says the run finished.
-pub const SUMMARY_FILE: &str = "summary.json";
+pub use super::grid::{EXPERIMENT_FILE, SUMMARY_FILE};
 /// `fl`'s output and errors, in the run directory.
 pub const LOG_FILE: &str = "log.txt";
 
-/// Whether `run` finished earlier with the same experiment.
+/// Whether `run` finished earlier with the same experiment ([`PlannedRun::is_done`]).
 pub fn is_done(run: &PlannedRun) -> bool {
-    run.dir.join(SUMMARY_FILE).is_file()
-        && std::fs::read_to_string(run.dir.join(EXPERIMENT_FILE)).is_ok_and(|t| t == run.experiment)
+    run.is_done()
 }
 
 /// The runs of `runs` that are not done, in order: those the runner runs.
