@@ -25,6 +25,7 @@
 mod figures;
 mod grid;
 mod outcome;
+mod paper_index;
 mod records;
 mod report;
 mod report_files;
@@ -47,6 +48,9 @@ use records::Records;
 use report::{Expected, MissingData, Results};
 use runner::Runner;
 use slurm::SlurmArray;
+
+/// The scale `cargo xtask test` runs: its reports and records are CI output, not committed.
+pub const CI_SCALE: &str = "smoke";
 
 /// The options of `cargo xtask reproduce`.
 #[derive(Debug, clap::Args)]
@@ -285,7 +289,7 @@ pub fn run(o: Options) -> Result<()> {
     let label_dir = label_dir(&reports, &o.scale, &o.variants);
     let report_dir = seeds_report_dir(&label_dir, &o.seeds);
     // Smoke reports are CI output, left untracked: so are their records.
-    let store = if o.scale == "smoke" { root.join("runs").join("records") } else { root.join("records") };
+    let store = if o.scale == CI_SCALE { root.join("runs").join("records") } else { root.join("records") };
     let records = Records { root: store };
     let mut restored = 0;
     for r in &runs {
@@ -307,6 +311,7 @@ pub fn run(o: Options) -> Result<()> {
     let results = Results { scale: &o.scale, runs: &runs, outcomes, missing };
     let checks_failed = report_files::write_report(&grid, &expected, &results, &o, &report_dir)?;
     variants_index::write(&grid, &reports)?;
+    paper_index::write(&grid, &reports)?;
     println!("report: {}", report_dir.display());
     if !failed.is_empty() {
         let list: Vec<String> = failed.iter().map(|(k, d)| format!("{k} ({})", d.display())).collect();
