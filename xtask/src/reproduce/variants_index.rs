@@ -11,8 +11,10 @@ use anyhow::{Context, Result};
 
 use super::grid::Grid;
 
-/// Accuracy points a cell must move by to count as moved.
+/// Accuracy points an accuracy cell must move by to count as moved.
 const MOVED: f64 = 1.0;
+/// The share of its value a time cell must move by to count as moved.
+const MOVED_TIME: f64 = 0.05;
 /// Moved cells listed per report, largest first.
 const LISTED: usize = 4;
 
@@ -67,11 +69,19 @@ fn render(grid: &Grid, reports_dir: &Path) -> Result<String> {
     Ok(md)
 }
 
-/// The accuracy cells of a report, by (table, method and level, dataset and setting): the best
-/// accuracy and whether it is within the paper's tolerance.
-type Cells = BTreeMap<(String, String, String), (f64, Option<bool>)>;
+/// A finished cell of a report: ours, whether it is a time (virtual seconds) rather than an
+/// accuracy (%), and whether it is within the paper's tolerance (accuracy cells).
+#[derive(Debug, Clone, Copy)]
+struct Cell {
+    value: f64,
+    seconds: bool,
+    within: Option<bool>,
+}
 
-/// The finished accuracy cells of `results.json`; none if the file does not exist.
+/// A report's cells by (table, method and level, dataset, setting and metric).
+type Cells = BTreeMap<(String, String, String), Cell>;
+
+/// The finished cells of `results.json`; none if the file does not exist.
 fn read_cells(path: &Path) -> Result<Cells> {
     let mut cells = BTreeMap::new();
     if !path.is_file() {
@@ -81,13 +91,28 @@ fn read_cells(path: &Path) -> Result<Cells> {
     let json: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
     for (table, table_cells) in json["tables"].as_object().into_iter().flatten() {
         for c in table_cells.as_array().into_iter().flatten() {
-            let Some(best) = c["best"].as_f64() else { continue };
+            let metric = c["metric"].as_str().unwrap_or("Accuracy");
+            let seconds = matches!(metric, "TimeToTarget" | "Budget");
+            let Some(value) = c["best"].as_f64().or(c["value"].as_f64()) else { continue };
             let row = format!("{} {}", c["method"].as_str().unwrap_or(""), c["level"].as_str().unwrap_or(""));
-            let column = format!("{} {}", c["dataset"].as_str().unwrap_or(""), c["setting"].as_str().unwrap_or(""));
-            cells.insert((table.clone(), row.trim().to_string(), column), (best, c["within_tolerance"].as_bool()));
+            let mut column = format!("{} {}", c["dataset"].as_str().unwrap_or(""), c["setting"].as_str().unwrap_or(""));
+            if metric != "Accuracy" {
+                let _ = write!(column, " ({})", metric_words(metric));
+            }
+            let cell = Cell { value, seconds, within: c["within_tolerance"].as_bool() };
+            cells.insert((table.clone(), row.trim().to_string(), column), cell);
         }
     }
     Ok(cells)
+}
+
+fn metric_words(metric: &str) -> &str {
+    match metric {
+        "TimeToTarget" => "time to target",
+        "Budget" => "budget",
+        "AccuracyAtBudget" => "accuracy at budget",
+        other => other,
+    }
 }
 
 /// `1; 1-2-3`: the seed sets a report directory holds (seed 1 alone is its own results).
@@ -106,19 +131,25 @@ fn seed_sets(dir: &Path) -> String {
 
 /// `scale → variants of both`: cells within tolerance over the cells both reports ran.
 fn within(base: &Cells, ours: &Cells) -> String {
-    let both: Vec<_> = ours.iter().filter_map(|(k, v)| Some((base.get(k)?.1?, v.1?))).collect();
+    let both: Vec<_> = ours.iter().filter_map(|(k, v)| Some((base.get(k)?.within?, v.within?))).collect();
     let count = |f: fn(&(bool, bool)) -> bool| both.iter().filter(|c| f(c)).count();
     format!("{} → {} of {}", count(|c| c.0), count(|c| c.1), both.len())
 }
 
-/// The cells that moved by at least `MOVED` points, largest first.
+/// The cells that moved, accuracy by at least `MOVED` points and times by `MOVED_TIME` of their
+/// value, largest first (in those units).
 fn moved(base: &Cells, ours: &Cells) -> String {
     let mut moves: Vec<(f64, String)> = ours
         .iter()
-        .filter_map(|(k, (after, _))| {
-            let (before, _) = base.get(k)?;
-            let d = after - before;
-            (d.abs() >= MOVED).then(|| (d.abs(), format!("{} {}: {before:.1} → {after:.1}", k.1, k.2)))
+        .filter_map(|(k, after)| {
+            let before = base.get(k)?;
+            let (size, unit) = if after.seconds {
+                ((after.value - before.value).abs() / before.value.abs().max(1e-9) / MOVED_TIME, " s")
+            } else {
+                ((after.value - before.value).abs() / MOVED, "")
+            };
+            let (b, a) = (before.value, after.value);
+            (size >= 1.0).then(|| (size, format!("{} {}: {b:.1}{unit} → {a:.1}{unit}", k.1, k.2)))
         })
         .collect();
     if moves.is_empty() {
@@ -164,7 +195,7 @@ mod tests {
                 .iter()
                 .map(|(setting, best, ok)| {
                     serde_json::json!({"method": "A", "level": "L", "dataset": "m", "setting": setting,
-                        "best": best, "within_tolerance": ok})
+                        "metric": "Accuracy", "best": best, "within_tolerance": ok})
                 })
                 .collect();
             serde_json::json!({ "tables": { "t2": cells } }).to_string()
@@ -187,5 +218,24 @@ mod tests {
             ),
             "{md}"
         );
+    }
+
+    #[test]
+    fn a_time_cell_moves_by_a_share_of_its_value() {
+        let tmp = tempfile::tempdir().unwrap();
+        let report = |name: &str, a: f64, b: f64| {
+            let cell = |method: &str, value: f64| {
+                serde_json::json!({"method": method, "level": "", "dataset": "m", "setting": "s",
+                    "metric": "TimeToTarget", "best": null, "value": value})
+            };
+            let path = tmp.path().join(name);
+            std::fs::write(&path, serde_json::json!({"tables": {"t2": [cell("A", a), cell("B", b)]}}).to_string())
+                .unwrap();
+            read_cells(&path).unwrap()
+        };
+        let base = report("base.json", 135.0, 135.0);
+        // A by 22%, B by 1.5%: only A moved.
+        let ours = report("ours.json", 165.0, 137.0);
+        assert_eq!(moved(&base, &ours), "1: A m s (time to target): 135.0 s → 165.0 s");
     }
 }
