@@ -375,3 +375,23 @@ fn a_reader_that_goes_away_is_not_an_error() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
 }
+
+#[test]
+fn more_regions_than_a_tensor_has_units_fail_at_once_naming_the_key() {
+    mnist_present();
+    let dir = tempfile::tempdir().unwrap();
+    let text = "clients = 2\nmethod = \"ra-fed\"\n[dataset]\nname = \"mnist\"\ntrain_samples = 200\ntest_samples = 100\n\
+                [model]\nname = \"mlp\"\n[mask]\nregions = 1000000000\nl_regions = 2\ns_regions = 1\n";
+    let path = write(dir.path(), "regions.toml", text);
+    let o = fl(&["run", path.to_str().unwrap(), "--quiet", "--out", dir.path().join("out").to_str().unwrap()]);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(
+        err.contains(&format!(
+            "running {}: mask.regions: 1000000000 regions cannot split `fc1.weight`: it has 156800 elements",
+            path.display()
+        )),
+        "{err}"
+    );
+    assert!(!dir.path().join("out/summary.json").exists());
+}

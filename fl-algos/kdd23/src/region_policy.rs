@@ -12,7 +12,7 @@
 //! (`own`).
 
 use fl_core::tch::Tensor;
-use fl_core::{InvalidKey, Mask, MaskCtx, MaskPolicy, Result, Validate};
+use fl_core::{Error, InvalidKey, Mask, MaskCtx, MaskPolicy, Result, Validate};
 use rand::seq::index;
 use serde::{Deserialize, Serialize};
 use smart_default::SmartDefault;
@@ -203,6 +203,26 @@ impl RegionPolicy {
         draw(ctx.rng)
     }
 
+    /// Fails, before anything is drawn or recorded, where K exceeds the units of a maskable
+    /// tensor: regions would be empty, and the per-region bookkeeping would grow with K.
+    fn check_regions(&self, ctx: &MaskCtx) -> Result<()> {
+        for t in tensor_indices("region-partition", &self.cfg.tensors, ctx.structure)? {
+            let shape = &ctx.global.shapes()[t];
+            let (units, what) = match self.cfg.granularity {
+                Granularity::Element => (shape.iter().product::<i64>(), "elements"),
+                Granularity::Neuron => (shape.first().copied().unwrap_or(1), "rows"),
+            };
+            if self.cfg.regions > units {
+                let name = &ctx.structure.tensors[t].name;
+                return Err(Error::Key(InvalidKey::new(
+                    "mask.regions",
+                    format!("{} regions cannot split `{name}`: it has {units} {what}", self.cfg.regions),
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// Region ids of the maskable tensors for this round, drawn or recomputed as configured.
     fn partition(&mut self, ctx: &mut MaskCtx) -> Result<&[(usize, Tensor)]> {
         let round = ctx.version;
@@ -229,6 +249,9 @@ impl RegionPolicy {
 
 impl MaskPolicy for RegionPolicy {
     fn mask(&mut self, ctx: &mut MaskCtx) -> Result<Mask> {
+        if self.partition.is_none() {
+            self.check_regions(ctx)?;
+        }
         let chosen = self.choose(ctx);
         self.diagnostics.record(ctx.version, ctx.client, &chosen, self.cfg.regions, ctx.num_clients());
         if chosen.len() as i64 == self.cfg.regions {
