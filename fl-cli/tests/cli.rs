@@ -395,3 +395,15 @@ fn more_regions_than_a_tensor_has_units_fail_at_once_naming_the_key() {
     );
     assert!(!dir.path().join("out/summary.json").exists());
 }
+
+#[test]
+fn a_device_too_slow_for_the_virtual_clock_fails_at_its_first_job() {
+    mnist_present();
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!("{TINY}[devices]\nflops_per_s = {{ dist = \"constant\", value = 1e-30 }}\n");
+    let path = write(dir.path(), "slow.toml", &text);
+    let o = fl(&["run", path.to_str().unwrap(), "--quiet", "--out", dir.path().join("out").to_str().unwrap()]);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(err.contains("'s job would take") && err.contains("check devices.flops_per_s"), "{err}");
+}

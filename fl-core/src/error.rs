@@ -215,6 +215,20 @@ pub enum EngineError {
     /// A job to start from parameters whose shapes are not the model's.
     #[error("dispatch: the start model's shapes differ from the model's")]
     StartShapes,
+    /// A job longer than a thousandth of the virtual clock's range (1.8·10¹⁰ of its 1.8·10¹³
+    /// s): a device too slow for its work, which would pile every later event at the end.
+    #[error(
+        "client {client}'s job would take {seconds:e} virtual s, beyond the virtual clock's {limit:e} s: \
+         check devices.flops_per_s, up_bytes_per_s and down_bytes_per_s"
+    )]
+    JobDuration {
+        /// The client.
+        client: usize,
+        /// The job's duration, virtual seconds.
+        seconds: f64,
+        /// The longest job the clock can hold.
+        limit: f64,
+    },
     /// A mid-training pull at a share of the work outside (0, 1).
     #[error("dispatch_with_pull: share must be in (0, 1), got {share}")]
     PullShare {

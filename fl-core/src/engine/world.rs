@@ -218,6 +218,11 @@ impl World {
         let cost = self.job_cost(client, &mask);
         let bytes = cost.up_bytes;
         let phases = self.profiles[client].phases(&cost).scaled(self.devices.jitter_factor(&mut job_rng));
+        // A duration the tick counter cannot hold would pile every later event at its end.
+        let limit = seconds(u64::MAX) / 1e3;
+        if !(phases.total_s() <= limit) {
+            return Err(EngineError::JobDuration { client, seconds: phases.total_s(), limit }.into());
+        }
         let noise = TensorNoise::new(rng::derive_seed(self.seed, &[tag::JOB, client as u64, job, 1]));
         let start = mask.extract(&base);
         let grad_mask = match &mask {
