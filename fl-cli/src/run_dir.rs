@@ -33,7 +33,8 @@ pub fn default_dir(name: &str, file: &Path) -> Result<PathBuf> {
     let plain = name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
     if name.is_empty() || name.len() > 200 || name.starts_with('.') || !plain {
         bail!(
-            "{}: key `name`: {name:?} cannot name a directory under runs/: use at most 200 letters, digits,              '.', '_' and '-', not starting with '.' (or choose the directory with --out)",
+            "{}: key `name`: {name:?} cannot name a directory under runs/: use at most 200 letters, digits, \
+             '.', '_' and '-', not starting with '.' (or choose the directory with --out)",
             file.display()
         );
     }
