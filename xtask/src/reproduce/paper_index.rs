@@ -80,7 +80,7 @@ fn scores(results: &Path) -> String {
 }
 
 /// The `seeds-…` sets under a scale's report, sorted.
-fn seed_sets(dir: &Path) -> Vec<String> {
+pub fn seed_sets(dir: &Path) -> Vec<String> {
     let mut sets: Vec<String> = std::fs::read_dir(dir)
         .into_iter()
         .flatten()

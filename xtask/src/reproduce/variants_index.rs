@@ -118,14 +118,7 @@ fn metric_words(metric: &str) -> &str {
 /// `1; 1-2-3`: the seed sets a report directory holds (seed 1 alone is its own results).
 fn seed_sets(dir: &Path) -> String {
     let mut sets = vec!["1".to_string()];
-    let mut more: Vec<String> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.strip_prefix("seeds-").map(str::to_string))
-        .collect();
-    more.sort();
-    sets.extend(more);
+    sets.extend(super::paper_index::seed_sets(dir));
     sets.join("; ")
 }
 
