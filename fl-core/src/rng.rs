@@ -67,9 +67,9 @@ impl TensorNoise {
         TensorNoise { seed, draws: 0 }
     }
 
-    /// The 32-bit key of this stream's draw number `draw`.
-    fn key(&self, draw: u64) -> i64 {
-        (derive_seed(self.seed, &[self.draws + draw]) & 0xFFFF_FFFF) as i64
+    /// The 32-bit key of this stream's draw number `draw`, as the int32 tensors hold it.
+    fn key(&self, draw: u64) -> i32 {
+        derive_seed(self.seed, &[self.draws + draw]) as u32 as i32
     }
 
     /// Uniform floats in [0, 1) of the given shape on `device`.
@@ -149,7 +149,7 @@ impl CohortNoise {
     fn noise_block(&self, first: u64) -> NoiseBlock {
         let (clients, width) = (self.streams.len() as i64, self.widest);
         let len = (block_elements(self.device) / (clients * width)).clamp(1, BLOCK_DRAWS) as u64;
-        let keys: Vec<i64> = (first..first + len).flat_map(|d| self.streams.iter().map(move |s| s.key(d))).collect();
+        let keys: Vec<i32> = (first..first + len).flat_map(|d| self.streams.iter().map(move |s| s.key(d))).collect();
         let keys = Tensor::from_slice(&keys).reshape([len as i64, clients, 1]).to_device(self.device);
         NoiseBlock { first, len, width, values: keyed_uniform(&keys, width, self.device) }
     }
@@ -162,30 +162,30 @@ impl CohortNoise {
     }
 }
 
-/// `n` uniform floats in [0, 1) per key: `keys` is `[..., 1]` (or `[1]`), the result `[..., n]`
-/// (or `[n]`); element `i` of a row depends on its key and `i` alone.
+/// `n` uniform floats in [0, 1) per key: `keys` is int32 `[..., 1]` (or `[1]`), the result `[..., n]`
+/// (or `[n]`); element `i` of a row depends on its key and `i` alone. The hash runs on int32
+/// tensors (a third of the memory traffic of int64 with 16-bit halves, measured 2.7x faster on
+/// an H200 at the kdd23 pack's size); its 32 bits become a float exactly as an unsigned value
+/// would, so the noise is the same on every device and matches lowbias32's scalar form (tested).
 fn keyed_uniform(keys: &Tensor, n: i64, device: Device) -> Tensor {
-    let x = Tensor::arange(n, (Kind::Int64, device));
+    let x = Tensor::arange(n, (Kind::Int, device));
     let x = hash32(&hash32(&x.bitwise_xor_tensor(keys)).bitwise_xor_tensor(keys));
-    x.to_kind(Kind::Float) * (1.0 / 4_294_967_296.0)
+    x.to_kind(Kind::Int64).bitwise_and(0xFFFF_FFFF).to_kind(Kind::Float) * (1.0 / 4_294_967_296.0)
 }
 
-const LOW32: i64 = 0xFFFF_FFFF;
-
-/// `x * c mod 2^32` for `x < 2^32` without overflowing int64: split `c` into 16-bit halves.
-fn mul32(x: &Tensor, c: i64) -> Tensor {
-    let hi = (x * (c >> 16)).bitwise_and(0xFFFF) * 65_536;
-    (hi + x * (c & 0xFFFF)).bitwise_and(LOW32)
-}
-
-/// `x ^ (x >> s)` for non-negative int64 tensors.
+/// `x ^ (x >>> s)` on int32 tensors, the shift logical (the arithmetic shift's sign bits masked).
 fn xor_shift(x: &Tensor, s: i64) -> Tensor {
-    x.bitwise_xor_tensor(&x.bitwise_right_shift_tensor_scalar(s))
+    x.bitwise_xor_tensor(&x.bitwise_right_shift_tensor_scalar(s).bitwise_and((1i64 << (32 - s)) - 1))
 }
 
-/// lowbias32 on int64 tensors, applied to the low 32 bits.
+/// `x * c` modulo 2^32 on int32 tensors (two's-complement wrap-around), `c` an unsigned constant.
+fn mul32(x: &Tensor, c: u32) -> Tensor {
+    x * i64::from(c as i32)
+}
+
+/// Chris Wellons' lowbias32 on the 32 bits of int32 tensors.
 fn hash32(x: &Tensor) -> Tensor {
-    let x = xor_shift(&x.bitwise_and(LOW32), 16);
+    let x = xor_shift(x, 16);
     let x = xor_shift(&mul32(&x, 0x7FEB_352D), 15);
     xor_shift(&mul32(&x, 0x846C_A68B), 16)
 }
@@ -202,13 +202,34 @@ mod tests {
         x ^ (x >> 16)
     }
 
+    /// Edge values, then pseudo-random 32-bit values: more than a vector register's worth, so
+    /// both the vectorised loop and its scalar tail run.
+    fn words() -> Vec<u32> {
+        let edges = [0, 1, 2, 12345, 0xFFFF_FFFF, 0x8000_0000, 0x7FFF_FFFF, 987_654_321];
+        edges.into_iter().chain((0..1003).map(|i| mix64(i) as u32)).collect()
+    }
+
     #[test]
     fn tensor_hash_matches_the_scalar_reference() {
-        let inputs: Vec<i64> = vec![0, 1, 2, 12345, 0xFFFF_FFFF, 0x8000_0000, 987_654_321];
-        let t = hash32(&Tensor::from_slice(&inputs));
-        let got: Vec<i64> = Vec::try_from(&t).unwrap();
-        let want: Vec<i64> = inputs.iter().map(|&x| i64::from(lowbias32(x as u32))).collect();
+        let inputs = words();
+        let t = hash32(&Tensor::from_slice(&inputs.iter().map(|&x| x as i32).collect::<Vec<_>>()));
+        let got: Vec<i32> = Vec::try_from(&t).unwrap();
+        let want: Vec<i32> = inputs.iter().map(|&x| lowbias32(x) as i32).collect();
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn keyed_noise_is_the_scalar_double_hash_as_a_float() {
+        // u = float(lowbias32(lowbias32(i ^ key) ^ key)) / 2^32, rounded to nearest as an
+        // unsigned value would be: the same numbers whichever integer width the tensors use.
+        for key in words().into_iter().step_by(97) {
+            let keys = Tensor::from_slice(&[key as i32]);
+            let got: Vec<f32> = Vec::try_from(&keyed_uniform(&keys, 3000, Device::Cpu)).unwrap();
+            for (i, &u) in got.iter().enumerate() {
+                let h = lowbias32(lowbias32(i as u32 ^ key) ^ key);
+                assert_eq!(u.to_bits(), ((h as f32) * (1.0 / 4_294_967_296.0)).to_bits(), "key {key}, i {i}");
+            }
+        }
     }
 
     #[test]

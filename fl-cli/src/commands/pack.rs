@@ -58,8 +58,11 @@ pub fn pack(args: &PackArgs) -> Result<()> {
     });
     let stats = pack.stats();
     say(&format!(
-        "pack: {} cohort(s) of {} client job(s) trained as {} computation(s)\n",
-        stats.cohorts, stats.jobs, stats.computations
+        "pack: {} cohort(s) of {} client job(s) trained as {} computation(s) in {:.1} s\n",
+        stats.cohorts,
+        stats.jobs,
+        stats.computations,
+        pack.training_time().as_secs_f64()
     ))?;
     let mut failed = 0;
     for (dir, result) in &results {

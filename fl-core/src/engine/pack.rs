@@ -76,6 +76,12 @@ impl RunPack {
         self.pack.state.lock().map(|s| s.stats).unwrap_or_default()
     }
 
+    /// Host wall time the pack has spent training cohorts so far: against the pack's wall
+    /// time, the rest is its runs' own work between cohorts (evaluation, aggregation, masks).
+    pub fn training_time(&self) -> std::time::Duration {
+        self.pack.state.lock().map(|s| s.training).unwrap_or_default()
+    }
+
     /// A new member whose cohorts merge with those of other members of equal `key`.
     pub(crate) fn join(&self, key: String) -> Result<PackMember> {
         let mut state = lock(&self.pack.state)?;
@@ -119,6 +125,8 @@ struct State {
     generation: u64,
     pending: Vec<Entry>,
     stats: PackStats,
+    /// Host wall time spent training (reported, never fed back into a run).
+    training: std::time::Duration,
 }
 
 /// What a pack has trained so far.
@@ -233,15 +241,22 @@ impl Pack {
                 None => groups.push(vec![e]),
             }
         }
+        let started = wall_clock();
         for group in groups {
             state.stats.cohorts += group.len() as u64;
             state.stats.jobs += group.iter().map(|e| e.jobs.len() as u64).sum::<u64>();
             state.stats.computations += train_group(group);
         }
+        state.training += started.elapsed();
         state.waiting = 0;
         state.generation += 1;
         self.trained.notify_all();
     }
+}
+
+#[allow(clippy::disallowed_methods)] // reason: reported by RunPack::training_time, never fed back into a run
+fn wall_clock() -> std::time::Instant {
+    std::time::Instant::now()
 }
 
 /// Trains one group of merged entries and replies to each with its own outcomes; returns the
