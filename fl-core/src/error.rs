@@ -248,6 +248,12 @@ pub enum EngineError {
         /// Why it gave no outcome.
         source: Box<JobFailure>,
     },
+    /// The pack could not evaluate the run's global model; the cause is its `source`.
+    #[error("evaluating the global model in the run's pack")]
+    Evaluation {
+        /// Why it gave no scores.
+        source: JobFailure,
+    },
     /// A run of a pack panicked while holding one of the pack's locks.
     #[error("run pack: a run panicked while holding the pack's lock")]
     PackPoisoned,
@@ -270,6 +276,9 @@ pub enum JobFailure {
     /// Training a cohort merged from several runs of a pack panicked.
     #[error("training a merged cohort panicked")]
     MergedCohortPanicked,
+    /// Evaluating the global models of a pack's runs as one cohort panicked.
+    #[error("evaluating the global models of a pack's runs panicked")]
+    EvaluationPanicked,
     /// The worker thread ended without sending the result.
     #[error("worker thread ended without a result")]
     WorkerLost,

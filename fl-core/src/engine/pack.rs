@@ -10,7 +10,9 @@
 //! Each run of a pack runs on a thread of its own. A run that needs the result of a deferred
 //! job submits its cohorts to the pack and waits; when *every* run still going waits, the
 //! waiting thread that completed the set trains all submitted cohorts, merged where they are
-//! compatible (see [`RunPack`]), and hands each run its outcomes. The set of cohorts trained
+//! compatible (see [`RunPack`]), and hands each run its outcomes. Evaluations of the global
+//! models go the same way: those of one model and test set run as one cohort, so a column of
+//! runs evaluates in a few hundred launches rather than a few hundred per run. The set of cohorts trained
 //! together therefore depends only on each run's own (deterministic) progress, never on thread
 //! timing, so a pack's metrics are a deterministic function of its runs' configurations. (As
 //! with cohorts of different sizes, a run's results may differ in their last bits between a
@@ -21,12 +23,17 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use crate::data::FederatedData;
+use super::eval::evaluate_cohort;
+use crate::data::{Dataset, FederatedData};
 use crate::error::{EngineError, JobFailure, Result};
 use crate::model::Model;
+use crate::params::ParamSet;
 use crate::trainer::{LocalTrainer, TrainJob, TrainOutcome};
 
 type Outcomes = std::result::Result<Vec<TrainOutcome>, JobFailure>;
+
+/// Test accuracy and mean cross-entropy of one evaluation.
+type Scores = std::result::Result<(f64, f64), JobFailure>;
 
 /// Runs built to share one process, their data and their cohorts. Build every run of the pack
 /// with [`crate::Experiment::build_in`] before any of them starts, then run each on a thread of
@@ -124,6 +131,7 @@ struct State {
     /// Trainings so far: a waiting member wakes when this changes.
     generation: u64,
     pending: Vec<Entry>,
+    evaluations: Vec<Evaluation>,
     stats: PackStats,
     /// Host wall time spent training (reported, never fed back into a run).
     training: std::time::Duration,
@@ -152,6 +160,26 @@ struct Entry {
     reply: Sender<Outcomes>,
 }
 
+/// One submitted evaluation of a run's global model.
+struct Evaluation {
+    member: usize,
+    model: Arc<dyn Model>,
+    params: ParamSet,
+    test: Dataset,
+    batch_size: usize,
+    reply: Sender<Scores>,
+}
+
+impl Evaluation {
+    /// Whether `other` evaluates the same architecture on the same test set the same way.
+    fn joins(&self, other: &Evaluation) -> bool {
+        Arc::ptr_eq(&self.model, &other.model)
+            && self.test.x.data_ptr() == other.test.x.data_ptr()
+            && self.batch_size == other.batch_size
+            && self.params.shapes() == other.params.shapes()
+    }
+}
+
 /// One run's place in a pack; leaving (on drop) releases the others from waiting for it.
 pub(crate) struct PackMember {
     pack: Arc<Pack>,
@@ -160,10 +188,10 @@ pub(crate) struct PackMember {
     submitted: u64,
 }
 
-/// A submitted cohort's outcomes, once the pack has trained it.
-pub(crate) struct PackTicket {
+/// A submitted cohort's outcomes (or an evaluation's scores), once the pack has computed it.
+pub(crate) struct PackTicket<T = Vec<TrainOutcome>> {
     pack: Arc<Pack>,
-    receiver: Receiver<Outcomes>,
+    receiver: Receiver<std::result::Result<T, JobFailure>>,
 }
 
 impl PackMember {
@@ -188,6 +216,30 @@ impl PackMember {
         }
         PackTicket { pack: Arc::clone(&self.pack), receiver }
     }
+
+    /// Submits an evaluation of `params` (the run's global model) on `test`.
+    pub(crate) fn evaluate(
+        &mut self,
+        model: &Arc<dyn Model>,
+        params: &ParamSet,
+        test: &Dataset,
+        batch_size: usize,
+    ) -> PackTicket<(f64, f64)> {
+        let (reply, receiver) = mpsc::channel();
+        let evaluation = Evaluation {
+            member: self.id,
+            model: Arc::clone(model),
+            params: params.shallow_clone(),
+            test: test.shallow_clone(),
+            batch_size,
+            reply,
+        };
+        match self.pack.state.lock() {
+            Ok(mut state) => state.evaluations.push(evaluation),
+            Err(_) => drop(evaluation),
+        }
+        PackTicket { pack: Arc::clone(&self.pack), receiver }
+    }
 }
 
 impl Drop for PackMember {
@@ -195,15 +247,17 @@ impl Drop for PackMember {
         let Ok(mut state) = self.pack.state.lock() else { return };
         state.live -= 1;
         state.pending.retain(|e| e.member != self.id);
+        // A member leaves only after its own evaluations returned: none of its are pending.
         if state.live > 0 && state.waiting == state.live {
             self.pack.train(&mut state);
         }
     }
 }
 
-impl PackTicket {
-    /// Blocks until the cohort has trained and returns its outcomes in job order.
-    pub(crate) fn wait(self) -> Outcomes {
+impl<T> PackTicket<T> {
+    /// Blocks until the pack has computed the submission and returns its result (a cohort's
+    /// outcomes in job order).
+    pub(crate) fn wait(self) -> std::result::Result<T, JobFailure> {
         let pack = &self.pack;
         let mut state = pack.state.lock().map_err(|_| JobFailure::PackPoisoned)?;
         loop {
@@ -212,7 +266,7 @@ impl PackTicket {
                 Err(TryRecvError::Disconnected) => return Err(JobFailure::PackDropped),
                 Err(TryRecvError::Empty) => {}
             }
-            if state.pending.is_empty() && state.waiting + 1 == state.live {
+            if state.pending.is_empty() && state.evaluations.is_empty() && state.waiting + 1 == state.live {
                 return Err(JobFailure::PackIdle);
             }
             state.waiting += 1;
@@ -230,7 +284,8 @@ impl PackTicket {
 
 impl Pack {
     /// Trains every pending cohort (all members wait): entries in (member, submission) order,
-    /// those of equal key and shapes merged and cut into parts of at most the smallest cap.
+    /// those of equal key and shapes merged and cut into parts of at most the smallest cap;
+    /// then runs the pending evaluations, those of one model and test set as one cohort.
     fn train(&self, state: &mut State) {
         let mut entries = std::mem::take(&mut state.pending);
         entries.sort_by_key(|e| (e.member, e.seq));
@@ -247,6 +302,15 @@ impl Pack {
             state.stats.jobs += group.iter().map(|e| e.jobs.len() as u64).sum::<u64>();
             state.stats.computations += train_group(group);
         }
+        // In member order, so that what evaluates together never depends on thread timing.
+        let mut evaluations = std::mem::take(&mut state.evaluations);
+        evaluations.sort_by_key(|e| e.member);
+        while !evaluations.is_empty() {
+            let first = evaluations.remove(0);
+            let joined: Vec<Evaluation> = evaluations.extract_if(.., |e| first.joins(e)).collect();
+            let group: Vec<Evaluation> = std::iter::once(first).chain(joined).collect();
+            evaluate_group(group);
+        }
         state.training += started.elapsed();
         state.waiting = 0;
         state.generation += 1;
@@ -257,6 +321,26 @@ impl Pack {
 #[allow(clippy::disallowed_methods)] // reason: reported by RunPack::training_time, never fed back into a run
 fn wall_clock() -> std::time::Instant {
     std::time::Instant::now()
+}
+
+/// Evaluates one group of joining evaluations as a cohort and replies to each with its scores.
+fn evaluate_group(group: Vec<Evaluation>) {
+    let first = &group[0];
+    let params: Vec<&ParamSet> = group.iter().map(|e| &e.params).collect();
+    let scored =
+        catch_unwind(AssertUnwindSafe(|| evaluate_cohort(&*first.model, &params, &first.test, first.batch_size)));
+    match scored {
+        Ok(scores) => {
+            for (e, s) in group.iter().zip(scores) {
+                let _ = e.reply.send(Ok(s));
+            }
+        }
+        Err(_) => {
+            for e in &group {
+                let _ = e.reply.send(Err(JobFailure::EvaluationPanicked));
+            }
+        }
+    }
 }
 
 /// Trains one group of merged entries and replies to each with its own outcomes; returns the

@@ -457,7 +457,13 @@ impl World {
         self.evaluations += 1;
         self.last_tested = test;
         let (accuracy, loss) = if test {
-            evaluate(&*self.model, &self.global, &self.test, self.eval.batch_size)
+            match &mut self.pack {
+                Some(pack) => pack
+                    .evaluate(&self.model, &self.global, &self.test, self.eval.batch_size)
+                    .wait()
+                    .map_err(|source| EngineError::Evaluation { source })?,
+                None => evaluate(&*self.model, &self.global, &self.test, self.eval.batch_size),
+            }
         } else {
             (f64::NAN, f64::NAN)
         };
