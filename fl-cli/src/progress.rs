@@ -1,5 +1,6 @@
 //! A progress bar over aggregations that forwards records to the run directory.
 
+use fl_core::engine::RejectedUpdate;
 use fl_core::{EvalRecord, Observer};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -35,5 +36,13 @@ impl Observer for Progress<'_> {
         self.bar.set_position(record.version);
         self.bar.set_message(format!("accuracy {:.4}  virtual time {:.0} s", record.accuracy, record.virtual_time_s));
         self.inner.on_eval(record, diagnostics)
+    }
+
+    fn on_note(&mut self, note: &str) {
+        self.bar.suspend(|| self.inner.on_note(note));
+    }
+
+    fn on_rejected(&mut self, update: &RejectedUpdate) {
+        self.inner.on_rejected(update);
     }
 }

@@ -18,6 +18,7 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
+use fl_core::engine::RejectedUpdate;
 use fl_core::{EvalRecord, Observer, Summary};
 use fl_record::SummaryFile;
 use serde_json::json;
@@ -151,6 +152,15 @@ impl RunDir {
 impl Observer for RunDir {
     fn on_eval(&mut self, record: &EvalRecord, diagnostics: &[(String, f64)]) -> fl_core::Result<()> {
         self.write_record(record, diagnostics).map_err(|e| fl_core::Error::io(self.dir.join("metrics.csv"), e))
+    }
+
+    fn on_rejected(&mut self, u: &RejectedUpdate) {
+        let line = json!({
+            "event": "rejected_update", "client": u.client, "job": u.job, "base_version": u.base_version,
+            "version": u.version, "virtual_time_s": u.virtual_time_s, "train_loss": u.train_loss,
+        });
+        // The count is in metrics.csv too; an event lost to a full disk fails the next row.
+        let _ = writeln!(self.events, "{line}").and_then(|()| self.events.flush());
     }
 }
 

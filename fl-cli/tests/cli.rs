@@ -407,3 +407,24 @@ fn a_device_too_slow_for_the_virtual_clock_fails_at_its_first_job() {
     let err = stderr(&o);
     assert!(err.contains("'s job would take") && err.contains("check devices.flops_per_s"), "{err}");
 }
+
+#[test]
+fn training_that_diverges_stops_with_an_error_and_keeps_what_was_written() {
+    mnist_present();
+    let dir = tempfile::tempdir().unwrap();
+    // lr = 1e6: the first round's client updates hold NaN; both are rejected (two in a row on
+    // two clients) and the run stops, its metrics so far kept, its rejections in the event log.
+    let text = TINY.replace("rounds = 1", "rounds = 5") + "[trainer]\nlr = 1e6\n";
+    let path = write(dir.path(), "diverges.toml", &text);
+    let out = dir.path().join("out");
+    let o = fl(&["run", path.to_str().unwrap(), "--quiet", "--out", out.to_str().unwrap()]);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(err.contains("training diverged on the clients: the last 2 client updates"), "{err}");
+    assert_eq!(err.matches("were rejected before aggregation").count(), 1, "one warning: {err}");
+    let metrics = std::fs::read_to_string(out.join("metrics.csv")).unwrap();
+    assert!(metrics.starts_with("virtual_time_s,") && metrics.lines().count() >= 2, "{metrics}");
+    let events = std::fs::read_to_string(out.join("events.jsonl")).unwrap();
+    assert_eq!(events.matches("\"event\":\"rejected_update\"").count(), 2, "{events}");
+    assert!(!out.join("summary.json").exists());
+}

@@ -235,6 +235,33 @@ pub enum EngineError {
         /// The share asked for.
         share: f64,
     },
+    /// The global model holds NaN or infinite values after an aggregation of finite updates.
+    #[error(
+        "the global model diverged: version {version} holds NaN or infinite values (the last finite \
+         version is {last_finite}; {rejected} client update(s) rejected as non-finite before). \
+         Lower the learning rate or the server's step, or check the aggregator's weights"
+    )]
+    Diverged {
+        /// The version that is not finite.
+        version: u64,
+        /// The version before it.
+        last_finite: u64,
+        /// Client updates rejected so far.
+        rejected: u64,
+    },
+    /// As many client updates in a row as the run has clients held NaN or infinite values:
+    /// training diverges on the clients.
+    #[error(
+        "training diverged on the clients: the last {in_a_row} client updates all held NaN or infinite \
+         values and were rejected (the global model stays at version {version}, which is finite). \
+         Lower the learning rate"
+    )]
+    UpdatesRejected {
+        /// Updates rejected since the last finite one.
+        in_a_row: u64,
+        /// The global version when the run stopped.
+        version: u64,
+    },
     /// An aggregator returned parameters whose shapes are not the model's.
     #[error("aggregator returned parameters of the wrong shapes")]
     AggregatedShapes,

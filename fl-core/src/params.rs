@@ -94,6 +94,23 @@ impl ParamSet {
         self.map(|t| t.to_kind(kind))
     }
 
+    /// Which of `sets` hold only finite values (no NaN, no infinity), read from the device in
+    /// one transfer.
+    pub fn all_finite(sets: &[&ParamSet]) -> Vec<bool> {
+        if sets.is_empty() {
+            return Vec::new();
+        }
+        let flags: Vec<Tensor> = sets
+            .iter()
+            .map(|s| {
+                let each: Vec<Tensor> = s.tensors.iter().map(|t| t.isfinite().all()).collect();
+                let device = s.tensors.first().map_or(Device::Cpu, Tensor::device);
+                if each.is_empty() { Tensor::from(true).to_device(device) } else { Tensor::stack(&each, 0).all() }
+            })
+            .collect();
+        Vec::<bool>::try_from(Tensor::stack(&flags, 0).to_device(Device::Cpu)).expect("one flag per set")
+    }
+
     /// Applies `f` to each tensor, keeping the names.
     pub fn map(&self, f: impl FnMut(&Tensor) -> Tensor) -> Self {
         ParamSet { names: self.names.clone(), tensors: self.tensors.iter().map(f).collect() }

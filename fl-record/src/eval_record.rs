@@ -27,17 +27,18 @@ pub struct EvalRecord {
     /// Bytes downloaded by clients so far (models of dispatched jobs, mid-training pulls, and
     /// split-learning relay).
     pub bytes_down: f64,
+    /// Client updates rejected so far because they held NaN or infinite values.
+    pub rejected_updates: u64,
 }
 
 impl EvalRecord {
     /// The header line of the metrics CSV, the fields in declaration order.
-    pub const CSV_HEADER: &'static str =
-        "virtual_time_s,version,updates,accuracy,loss,train_loss,mean_staleness,max_staleness,bytes_up,bytes_down";
+    pub const CSV_HEADER: &'static str = "virtual_time_s,version,updates,accuracy,loss,train_loss,mean_staleness,max_staleness,bytes_up,bytes_down,rejected_updates";
 
     /// The record as one CSV line (no newline), in [`EvalRecord::CSV_HEADER`]'s order.
     pub fn csv_row(&self) -> String {
         format!(
-            "{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{}",
             self.virtual_time_s,
             self.version,
             self.updates,
@@ -47,7 +48,8 @@ impl EvalRecord {
             self.mean_staleness,
             self.max_staleness,
             self.bytes_up,
-            self.bytes_down
+            self.bytes_down,
+            self.rejected_updates
         )
     }
 
@@ -62,13 +64,14 @@ impl EvalRecord {
         let (time, version, accuracy, loss) =
             (required("virtual_time_s")?, required("version")?, required("accuracy")?, required("loss")?);
         let optional = |name: &str| column(name);
-        let (updates, train_loss, mean_staleness, max_staleness, bytes_up, bytes_down) = (
+        let (updates, train_loss, mean_staleness, max_staleness, bytes_up, bytes_down, rejected) = (
             optional("updates"),
             optional("train_loss"),
             optional("mean_staleness"),
             optional("max_staleness"),
             optional("bytes_up"),
             optional("bytes_down"),
+            optional("rejected_updates"),
         );
         let mut records = Vec::new();
         for (i, line) in lines.enumerate().filter(|(_, l)| !l.trim().is_empty()) {
@@ -90,6 +93,7 @@ impl EvalRecord {
                 max_staleness: count(max_staleness)?,
                 bytes_up: number(bytes_up)?,
                 bytes_down: number(bytes_down)?,
+                rejected_updates: count(rejected)?,
             });
         }
         Ok(records)
@@ -117,6 +121,7 @@ mod tests {
             max_staleness: 2,
             bytes_up: 1e6,
             bytes_down: 2e6,
+            rejected_updates: 1,
         }
     }
 

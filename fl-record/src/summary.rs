@@ -174,6 +174,7 @@ mod tests {
             max_staleness: 0,
             bytes_up: 0.0,
             bytes_down: 0.0,
+            rejected_updates: 0,
         };
         let records = [r(0, 0.1), r(1, 0.8), r(2, 0.7)];
         let s = Summary::from_records(&records, 25.0, 2, 20, &BTreeMap::new(), Some(0.75), Vec::new());

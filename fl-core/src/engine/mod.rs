@@ -23,7 +23,7 @@ use tch::{Device, Tensor};
 
 pub use eval::evaluate;
 pub use pool::{JobHandle, WorkerPool};
-pub use record::{ClientStats, EvalConfig, EvalRecord, Observer, RunConfig, Summary};
+pub use record::{ClientStats, EvalConfig, EvalRecord, Observer, RejectedUpdate, RunConfig, Summary};
 
 use crate::aggregator::Aggregator;
 use crate::clock::{EventQueue, ticks};
@@ -175,6 +175,8 @@ impl Simulation {
             pending: Vec::new(),
             jobs: 0,
             updates_aggregated: 0,
+            rejected_updates: 0,
+            rejected_in_a_row: 0,
             bytes_up: 0.0,
             bytes_down: 0.0,
             window: Window::default(),
@@ -214,6 +216,10 @@ impl Simulation {
     pub fn run(&mut self, observer: &mut dyn Observer) -> Result<Summary> {
         let summary = self.run_events(observer);
         self.world.pack = None;
+        // Notes made on the way to an error (a rejected update before a divergence) still say.
+        for note in self.world.unsaid.drain(..) {
+            observer.on_note(note);
+        }
         summary
     }
 

@@ -106,6 +106,27 @@ pub trait Observer {
     fn on_note(&mut self, note: &str) {
         eprintln!("note: {note}");
     }
+
+    /// A client update the server rejected because it held NaN or infinite values (counted in
+    /// [`EvalRecord::rejected_updates`] too; a note says so once).
+    fn on_rejected(&mut self, _update: &RejectedUpdate) {}
+}
+
+/// A client update rejected before aggregation for holding NaN or infinite values.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RejectedUpdate {
+    /// The client that trained it.
+    pub client: usize,
+    /// Its job number in the run.
+    pub job: u64,
+    /// The global version it started from.
+    pub base_version: u64,
+    /// The aggregation it was to join: the global version that aggregation makes.
+    pub version: u64,
+    /// Virtual time of that aggregation, seconds.
+    pub virtual_time_s: f64,
+    /// Its mean training loss (often NaN itself).
+    pub train_loss: f64,
 }
 
 /// Discards records (tests that only need the summary).

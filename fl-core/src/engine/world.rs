@@ -13,7 +13,7 @@ use super::cohort::{self, CohortSlot};
 use super::eval::evaluate;
 use super::pack::PackMember;
 use super::pool::{JobHandle, WorkerPool};
-use super::record::{ClientStats, EvalConfig, EvalRecord, Observer, RunConfig, Summary};
+use super::record::{ClientStats, EvalConfig, EvalRecord, Observer, RejectedUpdate, RunConfig, Summary};
 use crate::aggregator::{AggregateCtx, Aggregator, UpdateStaleness};
 use crate::clock::{EventQueue, Tick, seconds, ticks};
 use crate::data::Dataset;
@@ -29,6 +29,10 @@ use crate::split::SplitPoint;
 use crate::staleness::{StalenessCtx, StalenessFn};
 use crate::trainer::{LocalTrainer, PullInfo, TrainJob, TrainOutcome, TrainSession};
 use crate::update::ClientUpdate;
+
+/// The run log's note when the server rejects a client update.
+const NON_FINITE_UPDATES: &str = "client updates with NaN or infinite values were rejected before aggregation \
+     (counted in metrics.csv's rejected_updates; the learning rate may be too large)";
 
 pub(super) enum Event {
     Arrival(u64),
@@ -127,6 +131,9 @@ pub(crate) struct World {
     pub(super) pending: Vec<ClientUpdate>,
     pub(super) jobs: u64,
     pub(super) updates_aggregated: u64,
+    /// Client updates rejected for NaN or infinite values, in all and since the last finite one.
+    pub(super) rejected_updates: u64,
+    pub(super) rejected_in_a_row: u64,
     pub(super) bytes_up: f64,
     pub(super) bytes_down: f64,
     pub(super) window: Window,
@@ -408,7 +415,30 @@ impl World {
         if self.pending.is_empty() {
             return Ok(());
         }
-        let updates = std::mem::take(&mut self.pending);
+        let arrived = std::mem::take(&mut self.pending);
+        let finite = ParamSet::all_finite(&arrived.iter().map(|u| &u.delta).collect::<Vec<_>>());
+        let mut updates = Vec::with_capacity(arrived.len());
+        for (u, ok) in arrived.into_iter().zip(finite) {
+            if ok {
+                updates.push(u);
+                self.rejected_in_a_row = 0;
+                continue;
+            }
+            self.rejected_updates += 1;
+            self.rejected_in_a_row += 1;
+            self.note(NON_FINITE_UPDATES);
+            observer.on_rejected(&RejectedUpdate {
+                client: u.client,
+                job: u.job,
+                base_version: u.base_version,
+                version: self.version + 1,
+                virtual_time_s: seconds(self.now),
+                train_loss: u.train_loss,
+            });
+        }
+        if self.rejected_in_a_row >= self.clients.len() as u64 {
+            return Err(EngineError::UpdatesRejected { in_a_row: self.rejected_in_a_row, version: self.version }.into());
+        }
         let staleness: Vec<UpdateStaleness> = updates
             .iter()
             .map(|u| {
@@ -419,18 +449,32 @@ impl World {
                 UpdateStaleness { versions, seconds: secs, weight }
             })
             .collect();
-        let next = self.aggregator.aggregate(
-            &self.global,
-            &updates,
-            &AggregateCtx {
-                version: self.version,
-                num_clients: self.clients.len(),
-                now: self.now,
-                staleness: &staleness,
-            },
-        )?;
+        // With every update rejected the aggregation still happens, as a no-op: schedulers
+        // count aggregations, and the aggregator never sees an empty list.
+        let next = if updates.is_empty() {
+            self.global.shallow_clone()
+        } else {
+            self.aggregator.aggregate(
+                &self.global,
+                &updates,
+                &AggregateCtx {
+                    version: self.version,
+                    num_clients: self.clients.len(),
+                    now: self.now,
+                    staleness: &staleness,
+                },
+            )?
+        };
         if next.shapes() != self.shapes {
             return Err(EngineError::AggregatedShapes.into());
+        }
+        if !updates.is_empty() && !ParamSet::all_finite(&[&next])[0] {
+            return Err(EngineError::Diverged {
+                version: self.version + 1,
+                last_finite: self.version,
+                rejected: self.rejected_updates,
+            }
+            .into());
         }
         self.global = next;
         self.version += 1;
@@ -480,6 +524,7 @@ impl World {
             max_staleness: w.staleness_max,
             bytes_up: self.bytes_up,
             bytes_down: self.bytes_down,
+            rejected_updates: self.rejected_updates,
         };
         self.last_eval_version = Some(self.version);
         let mut diagnostics = self.mask_policy.diagnostics();
