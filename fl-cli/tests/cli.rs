@@ -305,6 +305,45 @@ fn data_info_says_whether_a_dataset_is_there_as_text_and_as_json() {
     assert_eq!(json("synthetic", empty.path())["state"]["status"], "generated");
     let text = fl(&["data", "info", "mnist"]);
     assert!(String::from_utf8_lossy(&text.stdout).contains("status:   present"));
+    assert_eq!(mnist["state"]["detail"]["verified_files"], 4);
+
+    // Random bytes over some test pixels keep every IDX header valid: only the sums tell.
+    let altered = tempfile::tempdir().unwrap();
+    let copy = altered.path().join("mnist");
+    std::fs::create_dir(&copy).unwrap();
+    for entry in std::fs::read_dir(fl_build::data_dir().join("mnist")).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, copy.join(path.file_name().unwrap())).unwrap();
+    }
+    let images = copy.join("t10k-images-idx3-ubyte");
+    let mut bytes = std::fs::read(&images).unwrap();
+    for (i, b) in bytes[16 + 5000..16 + 5100].iter_mut().enumerate() {
+        *b = (i as u8).wrapping_mul(37) ^ 0x5a;
+    }
+    std::fs::write(&images, bytes).unwrap();
+    let info = json("mnist", altered.path());
+    assert_eq!(info["state"]["status"], "altered");
+    assert!(
+        info["state"]["detail"].as_str().unwrap().contains("t10k-images-idx3-ubyte: the file was altered"),
+        "{info}"
+    );
+    // A run refuses the altered files, naming the file and the way out; `verify = false` trusts them.
+    let dir = tempfile::tempdir().unwrap();
+    let run = |text: &str| {
+        let path = write(dir.path(), "run.toml", text);
+        Command::new(env!("CARGO_BIN_EXE_fl"))
+            .args(["run", path.to_str().unwrap(), "--quiet", "--force", "--out"])
+            .arg(dir.path().join("out"))
+            .env("FL_DATA_DIR", altered.path())
+            .output()
+            .unwrap()
+    };
+    let refused = run(TINY);
+    assert!(!refused.status.success());
+    assert!(stderr(&refused).contains("t10k-images-idx3-ubyte: the file was altered"), "{}", stderr(&refused));
+    assert!(stderr(&refused).contains("verify = false"), "{}", stderr(&refused));
+    let trusted = run(&TINY.replace("test_samples = 100\n", "test_samples = 100\nverify = false\n"));
+    assert!(trusted.status.success(), "{}", stderr(&trusted));
 }
 
 /// A run of a few seconds on MNIST.

@@ -153,6 +153,8 @@ pub struct AgNewsConfig {
     pub vocab: VocabScope,
     pub max_vocab: Option<usize>,
     pub seq_len: usize,
+    /// Check the files against their recorded SHA-256 sums before reading them (default true).
+    pub verify: bool,
 }
 
 impl Default for AgNewsConfig {
@@ -164,6 +166,7 @@ impl Default for AgNewsConfig {
             vocab: VocabScope::TrainTest,
             max_vocab: None,
             seq_len: 200,
+            verify: true,
         }
     }
 }
@@ -212,6 +215,9 @@ pub fn encode_agnews(splits: &AgNewsSplits, cfg: &AgNewsConfig, dir: &Path) -> R
 /// splits on `ctx.device`.
 pub fn load_agnews(cfg: &AgNewsConfig, params: &Params, ctx: &DataContext) -> fl_core::Result<FederatedData> {
     let dir = cfg.dir.clone().unwrap_or_else(|| ctx.data_dir.join(AGNEWS));
+    if cfg.verify {
+        crate::integrity::check(&dir)?;
+    }
     let splits = read_agnews(&dir)?;
     let encoded = encode_agnews(&splits, cfg, &dir).map_err(|e| match e {
         DataError::Key(e) => params.invalid_key(e),

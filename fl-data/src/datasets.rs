@@ -14,19 +14,23 @@
 //!   split. The KDD'23 code's data (spec kdd23 §5.1): merged splits, `normalization = "half"`
 //!   for training and the usual statistics for the test set. Default false.
 //! - `labels` (`cifar100` only): `"fine"` (100 classes, default) or `"coarse"` (20).
+//! - `verify`: check the files against their recorded SHA-256 sums before reading them
+//!   (default true; see [`crate::integrity`]). `false` trusts them as they are.
 
 use std::path::PathBuf;
 
 use fl_core::registry::{Builder, Component, DataContext, Params, defaults_of};
 use fl_core::{DataSpec, FederatedData, InvalidKey, Result};
 use serde::{Deserialize, Serialize};
+use smart_default::SmartDefault;
 
 use crate::catalog::ImageDataset;
 use crate::cifar::Cifar100Labels;
+use crate::integrity;
 use crate::raw::Normalization;
 
 /// Parameters of `mnist`, `fashion-mnist` and `cifar10`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, SmartDefault, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ImageDatasetConfig {
     pub dir: Option<PathBuf>,
@@ -35,6 +39,8 @@ pub struct ImageDatasetConfig {
     pub normalization: NormalizationChoice,
     pub test_normalization: Option<NormalizationChoice>,
     pub train_includes_test: bool,
+    #[default(true)]
+    pub verify: bool,
 }
 
 /// How pixels are normalised.
@@ -51,7 +57,7 @@ pub enum NormalizationChoice {
 const HALVES: [f64; 3] = [0.5; 3];
 
 /// Parameters of `cifar100`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, SmartDefault, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Cifar100Config {
     pub dir: Option<PathBuf>,
@@ -61,6 +67,8 @@ pub struct Cifar100Config {
     pub test_normalization: Option<NormalizationChoice>,
     pub train_includes_test: bool,
     pub labels: Cifar100Labels,
+    #[default(true)]
+    pub verify: bool,
 }
 
 /// Reads `dataset` from `dir` (default `<ctx.data_dir>/<name>`), keeps the first samples as
@@ -72,6 +80,9 @@ pub fn load_image_dataset(
     ctx: &DataContext,
 ) -> Result<FederatedData> {
     let dir = cfg.dir.clone().unwrap_or_else(|| dataset.default_dir(&ctx.data_dir));
+    if cfg.verify {
+        integrity::check(&dir)?;
+    }
     let mut raw = dataset.read(&dir)?;
     let limits = [
         ("train_samples", "train", cfg.train_samples, &mut raw.train),
@@ -167,6 +178,7 @@ inventory::submit! {
                 normalization: cfg.normalization,
                 test_normalization: cfg.test_normalization,
                 train_includes_test: cfg.train_includes_test,
+                verify: cfg.verify,
             };
             load_image_dataset(ImageDataset::Cifar100(cfg.labels), &simple, p, ctx)
         }),

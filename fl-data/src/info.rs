@@ -1,6 +1,7 @@
 //! What `fl data info NAME` prints: where a dataset is looked for, whether it is there, its
-//! split sizes, classes and the training split's samples per class. It reads the files with
-//! the same readers as the loaders (so "present" means "loads") but builds no tensors.
+//! split sizes, classes, the training split's samples per class and whether the files match
+//! their recorded SHA-256 sums. It reads the files with the same readers and checks as the
+//! loaders (so "present" means "loads") but builds no tensors.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -8,6 +9,7 @@ use std::path::{Path, PathBuf};
 use crate::agnews::{self, AGNEWS, AGNEWS_CLASSES};
 use crate::catalog::{ImageDataset, unknown_dataset};
 use crate::error::{DataError, Result};
+use crate::integrity::{self, Integrity};
 use crate::synthetic::SyntheticConfig;
 
 /// A dataset's state in a data directory (`fl data info NAME [--json]`).
@@ -24,12 +26,15 @@ pub struct DatasetInfo {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(tag = "status", content = "detail", rename_all = "lowercase")]
 pub enum DataState {
-    /// The files load: split sizes and the training split's samples per class.
-    Present { train: usize, test: usize, train_per_class: Vec<usize> },
+    /// The files load: split sizes, the training split's samples per class, and how many files
+    /// matched their recorded sums (none when no sums are recorded: files placed by hand).
+    Present { train: usize, test: usize, train_per_class: Vec<usize>, verified_files: Option<usize> },
     /// Files are missing; the message says which and how to get them.
     Missing(String),
     /// Files are there but do not read; the message says which and why.
     Unreadable(String),
+    /// A file is not the one recorded at fetch (its SHA-256 differs); the message says which.
+    Altered(String),
     /// Data generated from the run seed; the text describes it.
     Generated(String),
 }
@@ -54,14 +59,14 @@ pub fn info(name: &str, data_dir: &Path) -> Result<DatasetInfo> {
     }
     if name == AGNEWS {
         let dir = data_dir.join(AGNEWS);
-        let state = match agnews::read_agnews(&dir) {
-            Ok(splits) => DataState::Present {
+        let state = match integrity::check(&dir).and_then(|i| Ok((agnews::read_agnews(&dir)?, i))) {
+            Ok((splits, integrity)) => DataState::Present {
                 train: splits.train.len(),
                 test: splits.test.len(),
                 train_per_class: splits.train.class_counts(),
+                verified_files: verified(integrity),
             },
-            Err(e @ DataError::Missing { .. }) => DataState::Missing(e.to_string()),
-            Err(e) => DataState::Unreadable(e.to_string()),
+            Err(e) => failed(e),
         };
         let looked_in = agnews::candidates(&dir).to_vec();
         return Ok(DatasetInfo { name: name.into(), looked_in, classes: AGNEWS_CLASSES, state });
@@ -69,16 +74,31 @@ pub fn info(name: &str, data_dir: &Path) -> Result<DatasetInfo> {
     let dataset = ImageDataset::from_name(name).ok_or_else(|| unknown_dataset(name))?;
     let dir = dataset.default_dir(data_dir);
     let classes = dataset.classes();
-    let state = match dataset.read(&dir) {
-        Ok(splits) => DataState::Present {
+    let state = match integrity::check(&dir).and_then(|i| Ok((dataset.read(&dir)?, i))) {
+        Ok((splits, integrity)) => DataState::Present {
             train: splits.train.len(),
             test: splits.test.len(),
             train_per_class: splits.train.class_counts(classes),
+            verified_files: verified(integrity),
         },
-        Err(e @ DataError::Missing { .. }) => DataState::Missing(e.to_string()),
-        Err(e) => DataState::Unreadable(e.to_string()),
+        Err(e) => failed(e),
     };
     Ok(DatasetInfo { name: name.into(), looked_in: dataset.looked_in(&dir), classes, state })
+}
+
+fn verified(integrity: Integrity) -> Option<usize> {
+    match integrity {
+        Integrity::Verified { files } => Some(files),
+        Integrity::Unrecorded => None,
+    }
+}
+
+fn failed(e: DataError) -> DataState {
+    match e {
+        DataError::Missing { .. } => DataState::Missing(e.to_string()),
+        DataError::Altered { .. } => DataState::Altered(e.to_string()),
+        _ => DataState::Unreadable(e.to_string()),
+    }
 }
 
 impl fmt::Display for DatasetInfo {
@@ -89,15 +109,20 @@ impl fmt::Display for DatasetInfo {
         }
         writeln!(f, "  classes:  {}", self.classes)?;
         match &self.state {
-            DataState::Present { train, test, train_per_class } => {
+            DataState::Present { train, test, train_per_class, verified_files } => {
                 writeln!(f, "  status:   present")?;
                 writeln!(f, "  train:    {train} samples")?;
                 writeln!(f, "  test:     {test} samples")?;
+                match verified_files {
+                    Some(n) => writeln!(f, "  checksums: {n} file(s) match their recorded SHA-256")?,
+                    None => writeln!(f, "  checksums: none recorded (files placed by hand), not verified")?,
+                }
                 let per: Vec<String> = train_per_class.iter().enumerate().map(|(c, n)| format!("{c}: {n}")).collect();
                 writeln!(f, "  train samples per class: {}", per.join(", "))
             }
             DataState::Missing(msg) => writeln!(f, "  status:   missing\n  {msg}"),
             DataState::Unreadable(msg) => writeln!(f, "  status:   unreadable\n  {msg}"),
+            DataState::Altered(msg) => writeln!(f, "  status:   altered\n  {msg}"),
             DataState::Generated(msg) => writeln!(f, "  status:   generated, nothing to fetch\n  {msg}"),
         }
     }

@@ -17,6 +17,7 @@ pub mod error;
 pub mod fetch;
 pub mod idx;
 pub mod info;
+pub mod integrity;
 pub mod mnist;
 pub mod partition;
 pub mod raw;

@@ -167,7 +167,10 @@ fn info_reports_counts_per_class_and_missing_files() {
     assert_eq!(missing.classes, 4);
     write_tiny_agnews(&data_dir.path().join("agnews"));
     let info = fl_data::info("agnews", data_dir.path()).unwrap();
-    assert_eq!(info.state, fl_data::DataState::Present { train: 3, test: 2, train_per_class: vec![1, 1, 1, 0] });
+    assert_eq!(
+        info.state,
+        fl_data::DataState::Present { train: 3, test: 2, train_per_class: vec![1, 1, 1, 0], verified_files: None }
+    );
     let text = info.to_string();
     assert!(text.contains("status:   present") && text.contains("train:    3 samples"), "{text}");
 }

@@ -289,7 +289,12 @@ fn info_reports_counts_per_class_and_missing_datasets() {
     let info = fl_data::info("mnist", data_dir.path()).unwrap();
     assert_eq!(
         info.state,
-        fl_data::DataState::Present { train: 23, test: 4, train_per_class: vec![3, 3, 3, 2, 2, 2, 2, 2, 2, 2] }
+        fl_data::DataState::Present {
+            train: 23,
+            test: 4,
+            train_per_class: vec![3, 3, 3, 2, 2, 2, 2, 2, 2, 2],
+            verified_files: None
+        }
     );
     let text = info.to_string();
     assert!(text.contains("train:    23 samples") && text.contains("0: 3, 1: 3, 2: 3, 3: 2"), "{text}");

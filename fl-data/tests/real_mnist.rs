@@ -23,7 +23,7 @@ fn data_dir_with_mnist() -> std::path::PathBuf {
 fn real_mnist_label_counts_are_the_canonical_ones() {
     let data_dir = data_dir_with_mnist();
     let info = fl_data::info("mnist", &data_dir).unwrap();
-    let DataState::Present { train, test, train_per_class } = info.state else { panic!("{info}") };
+    let DataState::Present { train, test, train_per_class, .. } = info.state else { panic!("{info}") };
     assert_eq!((train, test), (60_000, 10_000));
     assert_eq!(train_per_class, vec![5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949]);
     // The fetcher recognises the files by their SHA-256 and downloads nothing.

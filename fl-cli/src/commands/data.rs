@@ -31,6 +31,7 @@ pub fn data(command: DataCommand) -> Result<()> {
                 DataState::Present { .. } | DataState::Generated(_) => {}
                 DataState::Missing(_) => bail!("{name}: not present in {}", dir.display()),
                 DataState::Unreadable(_) => bail!("{name}: present in {} but unreadable", dir.display()),
+                DataState::Altered(_) => bail!("{name}: present in {} but altered since it was fetched", dir.display()),
             }
         }
     }
