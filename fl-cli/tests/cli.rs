@@ -467,3 +467,30 @@ fn training_that_diverges_stops_with_an_error_and_keeps_what_was_written() {
     assert_eq!(events.matches("\"event\":\"rejected_update\"").count(), 2, "{events}");
     assert!(!out.join("summary.json").exists());
 }
+
+#[test]
+fn a_model_too_large_for_memory_fails_before_anything_is_allocated() {
+    mnist_present();
+    let dir = tempfile::tempdir().unwrap();
+    let run = |name: &str, text: &str| {
+        let path = write(dir.path(), name, text);
+        let o = fl(&[
+            "run",
+            path.to_str().unwrap(),
+            "--quiet",
+            "--out",
+            dir.path().join(name).with_extension("").to_str().unwrap(),
+        ]);
+        assert!(!o.status.success(), "{name} ran");
+        stderr(&o)
+    };
+    // 784·10⁸ + 10⁸ + 10·10⁸ + 10 elements: 318 GB a copy, which used to abort in an allocation.
+    let err = run("huge.toml", &TINY.replace("name = \"mlp\"", "name = \"mlp\"\nhidden = [100000000]"));
+    assert!(err.contains("a model of 79500000010 elements") && err.contains("over the memory budget"), "{err}");
+    // A width whose element count overflows used to panic inside libtorch.
+    let err = run("overflow.toml", &TINY.replace("name = \"mlp\"", "name = \"mlp\"\nhidden = [9223372036854775807]"));
+    assert!(err.contains("more than 2^64 elements"), "{err}");
+    // The budget is the user's to set: the default MLP (159,010 elements, 2 + 5·2 copies, 7.6 MB) over 5 MB.
+    let err = run("budget.toml", &format!("{TINY}[run]\nmemory_budget_gb = 0.005\n"));
+    assert!(err.contains("hold about 7.6 MB") && err.contains("over the memory budget of 5.0 MB"), "{err}");
+}

@@ -262,6 +262,27 @@ pub enum EngineError {
         /// The global version when the run stopped.
         version: u64,
     },
+    /// The run's model copies would not fit its memory budget (see `engine::memory`).
+    #[error(
+        "the run would hold {} of model copies (a model of {elements} elements, 4 bytes \
+         each, for the server and {in_flight} job(s) in flight), over the memory budget of {} \
+         ({budget_source}): shrink the model, lower the scheduler's concurrency or clients per round, or \
+         raise the budget",
+        if .needed_gb.is_finite() { format!("about {}", gigabytes(*.needed_gb)) } else { "more than 2^64 bytes".to_string() },
+        gigabytes(*.budget_gb)
+    )]
+    MemoryBudget {
+        /// Elements of one model copy, in words.
+        elements: String,
+        /// Jobs the scheduler may keep in flight.
+        in_flight: usize,
+        /// The estimate, GB.
+        needed_gb: f64,
+        /// The budget, GB.
+        budget_gb: f64,
+        /// Where the budget comes from.
+        budget_source: &'static str,
+    },
     /// An aggregator returned parameters whose shapes are not the model's.
     #[error("aggregator returned parameters of the wrong shapes")]
     AggregatedShapes,
@@ -533,4 +554,9 @@ pub enum ShapeError {
         /// The tensor's name.
         tensor: String,
     },
+}
+
+/// `gb` gigabytes as the message of [`EngineError::MemoryBudget`] prints them: in MB below 1 GB.
+fn gigabytes(gb: f64) -> String {
+    if gb < 1.0 { format!("{:.1} MB", gb * 1e3) } else { format!("{gb:.1} GB") }
 }

@@ -85,6 +85,13 @@ pub trait Scheduler: Send {
     fn planned_aggregations(&self) -> Option<u64> {
         None
     }
+
+    /// The most jobs it keeps in flight at once among `clients` clients: the engine sizes the
+    /// run's memory from it before the run starts (each job holds the model it started from).
+    /// The default, every client, is the safe bound.
+    fn max_in_flight(&self, clients: usize) -> usize {
+        clients
+    }
 }
 
 /// The context a [`Scheduler`] acts on, as its methods take it: `ctx: &mut SchedCtx`.

@@ -87,6 +87,14 @@ impl Structure {
         self.tensors.iter().filter(|t| t.trainable).map(|t| t.shape.iter().product::<i64>()).sum()
     }
 
+    /// Elements of every tensor (buffers included), or `None` if the count overflows 64 bits.
+    pub fn elements(&self) -> Option<u64> {
+        self.tensors.iter().try_fold(0u64, |sum, t| {
+            let n = t.shape.iter().try_fold(1u64, |n, &d| n.checked_mul(u64::try_from(d).ok()?))?;
+            sum.checked_add(n)
+        })
+    }
+
     /// Whether each tensor is trainable (false for buffers), in structure order.
     pub fn trainable(&self) -> Vec<bool> {
         self.tensors.iter().map(|t| t.trainable).collect()

@@ -11,6 +11,7 @@
 pub mod cohort;
 mod eval;
 mod host;
+pub mod memory;
 pub mod pack;
 mod pool;
 mod record;
@@ -114,6 +115,7 @@ impl Simulation {
         if partition.is_empty() {
             return Err(EngineError::NoClients.into());
         }
+        memory::check(model.structure().elements(), scheduler.max_in_flight(partition.len()), run.memory_budget_gb)?;
         if let Some(c) = partition.iter().position(Vec::is_empty) {
             return Err(EngineError::EmptyClient { client: c }.into());
         }

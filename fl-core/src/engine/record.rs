@@ -69,6 +69,9 @@ pub struct RunConfig {
     pub batching: Batching,
     /// Most jobs in one cohort (memory); absent: as many as are ready.
     pub max_cohort: Option<usize>,
+    /// The host memory, in GB, a run may plan to use for model copies (see
+    /// [`super::memory`]); absent: 80% of the machine's memory.
+    pub memory_budget_gb: Option<f64>,
 }
 
 impl RunConfig {
@@ -92,6 +95,12 @@ impl RunConfig {
         }
         if self.max_cohort == Some(0) {
             return Err(InvalidKey::new("max_cohort", "expected at least 1"));
+        }
+        if self.memory_budget_gb.is_some_and(|g| !(g > 0.0)) {
+            return Err(InvalidKey::new(
+                "memory_budget_gb",
+                "expected a positive number of GB (absent: 80% of memory)",
+            ));
         }
         Ok(())
     }

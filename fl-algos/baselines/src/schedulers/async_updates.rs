@@ -2,6 +2,10 @@
 //! arrival joins a buffer, and the buffer is aggregated once it holds `buffer` updates
 //! (1: every arrival, FedAsync; K: FedBuff). After each arrival a client drawn uniformly from
 //! the idle ones starts training on the newest model.
+//!
+//! Without `concurrency`, all clients train at once up to [`DEFAULT_MAX_CONCURRENCY`]: every
+//! job in flight holds the model version it started from, so "every client" of a population
+//! of 10,000 would hold 10,000 models (FedBuff with 10,000 clients peaked at 21.9 GB that way).
 
 use fl_core::{InvalidKey, Result, SchedCtx, Scheduler, Validate};
 use rand::seq::IndexedRandom;
@@ -14,7 +18,7 @@ pub struct AsyncConfig {
     /// Updates aggregated together (K), at least 1.
     #[default(1)]
     pub buffer: usize,
-    /// Clients training at the same time (absent: all).
+    /// Clients training at the same time (absent: all, up to [`DEFAULT_MAX_CONCURRENCY`]).
     #[default(None)]
     pub concurrency: Option<usize>,
     /// Stop after this many aggregations.
@@ -37,6 +41,9 @@ impl Validate for AsyncConfig {
     }
 }
 
+/// Clients training at once when `concurrency` is absent and there are more clients.
+pub const DEFAULT_MAX_CONCURRENCY: usize = 100;
+
 pub struct AsyncUpdates {
     cfg: AsyncConfig,
 }
@@ -57,9 +64,7 @@ impl AsyncUpdates {
 
 impl Scheduler for AsyncUpdates {
     fn on_start(&mut self, ctx: &mut SchedCtx) -> Result<()> {
-        let n = ctx.num_clients();
-        let c = self.cfg.concurrency.unwrap_or(n).min(n);
-        for _ in 0..c {
+        for _ in 0..self.max_in_flight(ctx.num_clients()) {
             self.dispatch_random_idle(ctx)?;
         }
         Ok(())
@@ -79,8 +84,36 @@ impl Scheduler for AsyncUpdates {
     fn planned_aggregations(&self) -> Option<u64> {
         Some(self.cfg.aggregations)
     }
+
+    fn max_in_flight(&self, clients: usize) -> usize {
+        self.cfg.concurrency.unwrap_or(DEFAULT_MAX_CONCURRENCY).min(clients)
+    }
 }
 
 fl_core::register!(Scheduler "async" => AsyncUpdates::new(AsyncConfig),
     summary: "asynchronous: aggregate every `buffer` arrivals, keep `concurrency` clients training",
     paper: "Xie et al., arXiv:1903.03934; Nguyen et al., AISTATS 2022");
+
+#[cfg(test)]
+mod tests {
+    use fl_core::scheduler_testing::{Action, RecordingContext};
+
+    use super::*;
+
+    fn started(concurrency: Option<usize>, clients: usize) -> usize {
+        let mut s = AsyncUpdates::new(AsyncConfig { concurrency, ..AsyncConfig::default() });
+        let mut ctx = RecordingContext::new(clients, 3);
+        s.on_start(&mut ctx).unwrap();
+        let dispatched = ctx.take_actions().iter().filter(|a| matches!(a, Action::Dispatch(_))).count();
+        assert_eq!(dispatched, s.max_in_flight(clients), "the memory check's bound is what starts");
+        dispatched
+    }
+
+    #[test]
+    fn without_a_concurrency_every_client_trains_up_to_the_default_bound() {
+        assert_eq!(started(None, 40), 40);
+        assert_eq!(started(None, 10_000), DEFAULT_MAX_CONCURRENCY);
+        assert_eq!(started(Some(500), 10_000), 500);
+        assert_eq!(started(Some(500), 20), 20);
+    }
+}

@@ -47,10 +47,14 @@ impl SyncRounds {
         SyncRounds { cfg, round: 0, awaiting: 0 }
     }
 
+    /// Clients per round among `n`.
+    fn per_round(&self, n: usize) -> usize {
+        self.cfg.clients_per_round.unwrap_or_else(|| (self.cfg.fraction * n as f64).round() as usize).clamp(1, n)
+    }
+
     fn start_round(&mut self, ctx: &mut SchedCtx) -> Result<()> {
         let n = ctx.num_clients();
-        let m =
-            self.cfg.clients_per_round.unwrap_or_else(|| (self.cfg.fraction * n as f64).round() as usize).clamp(1, n);
+        let m = self.per_round(n);
         let chosen = index::sample(ctx.rng(), n, m).into_vec();
         for c in chosen {
             ctx.dispatch(c)?;
@@ -81,6 +85,10 @@ impl Scheduler for SyncRounds {
 
     fn planned_aggregations(&self) -> Option<u64> {
         Some(self.cfg.rounds)
+    }
+
+    fn max_in_flight(&self, clients: usize) -> usize {
+        self.per_round(clients)
     }
 }
 
