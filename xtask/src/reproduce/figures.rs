@@ -225,7 +225,7 @@ pub fn write_sweeps(
                 if lines.is_empty() {
                     return None;
                 }
-                let series =
+                let series: Vec<Series> =
                     lines.into_iter().map(|(label, points)| Series { label, points, ..Series::default() }).collect();
                 let (name, y_label) = match metric.as_str() {
                     "time_to_target" => ("time to target", "virtual seconds"),
@@ -233,11 +233,13 @@ pub fn write_sweeps(
                 };
                 let dataset = entry.title.as_deref().unwrap_or(dataset);
                 let run = names.get(&sweep.run).unwrap_or(&sweep.run);
+                let y_range = sweep_y_range(metric, &series);
                 Some(Panel {
                     title: format!("{dataset}, {run}: {name}"),
                     x_label: sweep.x.clone(),
                     y_label: y_label.into(),
                     series,
+                    y_range: Some(y_range),
                     ..Panel::default()
                 })
             })
@@ -251,6 +253,22 @@ pub fn write_sweeps(
     }
     Ok(written)
 }
+
+/// A sweep panel's y axis: times from 0, so that bars of the same height read the same;
+/// accuracies over at least [`MIN_ACCURACY_SPAN`] points, so that a spread of a tenth of a point
+/// does not fill the panel as if it were large.
+fn sweep_y_range(metric: &str, series: &[Series]) -> (f64, f64) {
+    let ys = || series.iter().flat_map(|s| s.points.iter().map(|p| p.1));
+    let (lo, hi) = (ys().fold(f64::INFINITY, f64::min), ys().fold(f64::NEG_INFINITY, f64::max));
+    if metric == "time_to_target" {
+        return (0.0, hi * 1.1);
+    }
+    let top = (hi + 0.5).ceil().min(100.0);
+    ((top - MIN_ACCURACY_SPAN).min((lo - 0.5).floor()), top)
+}
+
+/// The least span, in accuracy points, of a sweep's accuracy axis.
+const MIN_ACCURACY_SPAN: f64 = 5.0;
 
 /// The lines of a sweep panel: per value of the series coordinate, (x, metric) of the finished
 /// runs of the sweep's row, in x order. Runs that never reached the target have no time point.
@@ -286,6 +304,22 @@ fn sweep_lines(
 mod tests {
     use super::*;
     use crate::reproduce::outcome::Outcome;
+
+    #[test]
+    fn sweep_axes_start_times_at_zero_and_give_accuracies_five_points_at_least() {
+        let series = |ys: &[f64]| {
+            vec![Series {
+                label: "M = 2".into(),
+                points: ys.iter().enumerate().map(|(i, &y)| (i as f64, y)).collect(),
+                ..Series::default()
+            }]
+        };
+        assert_eq!(sweep_y_range("best_accuracy", &series(&[96.54, 97.21])), (93.0, 98.0));
+        assert_eq!(sweep_y_range("best_accuracy", &series(&[80.2, 99.8])), (79.0, 100.0));
+        let (lo, hi) = sweep_y_range("time_to_target", &series(&[125.0, 325.0]));
+        assert_eq!(lo, 0.0);
+        assert!((hi - 357.5).abs() < 1e-9);
+    }
 
     #[test]
     fn sweep_lines_group_runs_by_the_series_coordinate() {
