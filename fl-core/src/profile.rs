@@ -133,8 +133,9 @@ pub enum Quantity {
 }
 
 impl Quantity {
-    /// Checks the parameters: values positive, one share per class value, shares
-    /// non-negative and not all zero, `low ≤ high`, `sigma ≥ 0`.
+    /// Checks the parameters: values positive (a constant or class value may be infinite: a
+    /// bandwidth that costs nothing), one share per class value, shares finite, non-negative
+    /// and not all zero, `low ≤ high` both finite, the median finite and `sigma` finite ≥ 0.
     pub fn validate(&self) -> std::result::Result<(), String> {
         let ok = match self {
             Quantity::Constant { value } => *value > 0.0,
@@ -142,16 +143,21 @@ impl Quantity {
                 !values.is_empty()
                     && values.len() == shares.len()
                     && values.iter().all(|v| *v > 0.0)
-                    && shares.iter().all(|s| *s >= 0.0)
+                    && shares.iter().all(|s| *s >= 0.0 && s.is_finite())
                     && shares.iter().sum::<f64>() > 0.0
             }
-            Quantity::Uniform { low, high } => *low > 0.0 && high >= low,
-            Quantity::LogNormal { median, sigma } => *median > 0.0 && *sigma >= 0.0,
+            Quantity::Uniform { low, high } => *low > 0.0 && high >= low && high.is_finite(),
+            Quantity::LogNormal { median, sigma } => {
+                *median > 0.0 && median.is_finite() && *sigma >= 0.0 && sigma.is_finite()
+            }
         };
         if ok {
             Ok(())
         } else {
-            Err(format!("invalid distribution {self:?}: values must be positive, classes need one share per value"))
+            Err(format!(
+                "invalid distribution {self:?}: values must be positive (finite except a constant or class value), \
+                 classes need one finite share per value"
+            ))
         }
     }
 
@@ -243,8 +249,11 @@ impl DevicesConfig {
         self.flops_per_s.validate().map_err(|e| InvalidKey::new("flops_per_s", e))?;
         self.up_bytes_per_s.validate().map_err(|e| InvalidKey::new("up_bytes_per_s", e))?;
         self.down_bytes_per_s.validate().map_err(|e| InvalidKey::new("down_bytes_per_s", e))?;
-        if !(self.jitter >= 0.0) {
-            return Err(InvalidKey::new("jitter", format!("expected a non-negative number, got {}", self.jitter)));
+        if !(self.jitter >= 0.0 && self.jitter.is_finite()) {
+            return Err(InvalidKey::new(
+                "jitter",
+                format!("expected a finite non-negative number, got {}", self.jitter),
+            ));
         }
         Ok(())
     }
@@ -314,5 +323,22 @@ mod tests {
         let weak = (0..n).filter(|_| q.sample(&mut rng) == 1.0).count();
         let share = weak as f64 / n as f64;
         assert!((share - 0.25).abs() < 0.015, "share of class 1: {share}");
+    }
+
+    #[test]
+    fn infinities_pass_only_where_they_mean_free_and_never_reach_a_sampler() {
+        // Found by the config fuzzer: `jitter = inf` passed validation and panicked in LogNormal.
+        let devices = |jitter: f64| DevicesConfig { jitter, ..DevicesConfig::default() };
+        assert!(devices(f64::INFINITY).validate().is_err());
+        assert!(devices(0.3).validate().is_ok());
+        assert!(Quantity::Constant { value: f64::INFINITY }.validate().is_ok(), "a bandwidth that costs nothing");
+        for q in [
+            Quantity::LogNormal { median: 1e9, sigma: f64::INFINITY },
+            Quantity::LogNormal { median: f64::INFINITY, sigma: 0.5 },
+            Quantity::Uniform { low: 1.0, high: f64::INFINITY },
+            Quantity::Classes { values: vec![1.0, 2.0], shares: vec![f64::INFINITY, 1.0] },
+        ] {
+            assert!(q.validate().is_err(), "{q:?}");
+        }
     }
 }
