@@ -58,7 +58,7 @@ pub fn pack(args: &PackArgs) -> Result<()> {
     });
     let stats = pack.stats();
     say(&format!(
-        "pack: {} cohort(s) of {} client job(s) trained as {} computation(s) in {:.1} s\n",
+        "pack: {} cohort(s) of {} client job(s) trained as {} computation(s); {:.1} s computing cohorts\n",
         stats.cohorts,
         stats.jobs,
         stats.computations,

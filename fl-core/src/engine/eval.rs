@@ -23,9 +23,13 @@ pub fn evaluate_cohort(model: &dyn Model, params: &[&ParamSet], test: &Dataset, 
     }
     let device = test.y.device();
     tch::no_grad(|| {
-        let stacked: Vec<Tensor> = (0..params.first().map_or(0, |p| p.tensors().len()))
-            .map(|i| Tensor::stack(&params.iter().map(|p| p.tensors()[i].shallow_clone()).collect::<Vec<_>>(), 0))
-            .collect();
+        // A lone model is a view of one, not a copy.
+        let stacked: Vec<Tensor> = match params {
+            [one] => one.tensors().iter().map(|t| t.unsqueeze(0)).collect(),
+            _ => (0..params.first().map_or(0, |p| p.tensors().len()))
+                .map(|i| Tensor::stack(&params.iter().map(|p| p.tensors()[i].shallow_clone()).collect::<Vec<_>>(), 0))
+                .collect(),
+        };
         let mut correct = Tensor::zeros([models], (Kind::Int64, device));
         let mut loss_sum = Tensor::zeros([models], (Kind::Double, device));
         let mut begin = 0;

@@ -12,9 +12,9 @@
 //! waiting thread that completed the set trains all submitted cohorts, merged where they are
 //! compatible (see [`RunPack`]), and hands each run its outcomes. Evaluations of the global
 //! models go the same way: those of one model and test set run as one cohort, so a column of
-//! runs evaluates in a few hundred launches rather than a few hundred per run. The set of cohorts trained
-//! together therefore depends only on each run's own (deterministic) progress, never on thread
-//! timing, so a pack's metrics are a deterministic function of its runs' configurations. (As
+//! runs evaluates in a few hundred launches rather than a few hundred per run. The set of
+//! cohorts computed together therefore depends only on each run's own (deterministic)
+//! progress, never on thread timing, so a pack's metrics are a deterministic function of its runs' configurations. (As
 //! with cohorts of different sizes, a run's results may differ in their last bits between a
 //! pack and a run alone.)
 
@@ -83,8 +83,9 @@ impl RunPack {
         self.pack.state.lock().map(|s| s.stats).unwrap_or_default()
     }
 
-    /// Host wall time the pack has spent training cohorts so far: against the pack's wall
-    /// time, the rest is its runs' own work between cohorts (evaluation, aggregation, masks).
+    /// Host wall time the pack has spent computing cohorts so far (training and evaluations):
+    /// against the pack's wall time, the rest is its runs' own work between them (aggregation,
+    /// masks, scheduling).
     pub fn training_time(&self) -> std::time::Duration {
         self.pack.state.lock().map(|s| s.training).unwrap_or_default()
     }
@@ -133,7 +134,7 @@ struct State {
     pending: Vec<Entry>,
     evaluations: Vec<Evaluation>,
     stats: PackStats,
-    /// Host wall time spent training (reported, never fed back into a run).
+    /// Host wall time spent computing cohorts (reported, never fed back into a run).
     training: std::time::Duration,
 }
 
