@@ -436,7 +436,7 @@ fn more_regions_than_a_tensor_has_units_fail_at_once_naming_the_key() {
 }
 
 #[test]
-fn a_device_too_slow_for_the_virtual_clock_fails_at_its_first_job() {
+fn a_device_too_slow_for_the_virtual_clock_fails_before_the_run_starts() {
     mnist_present();
     let dir = tempfile::tempdir().unwrap();
     let text = format!("{TINY}[devices]\nflops_per_s = {{ dist = \"constant\", value = 1e-30 }}\n");
@@ -445,6 +445,7 @@ fn a_device_too_slow_for_the_virtual_clock_fails_at_its_first_job() {
     assert!(!o.status.success());
     let err = stderr(&o);
     assert!(err.contains("'s job would take") && err.contains("check devices.flops_per_s"), "{err}");
+    assert!(!dir.path().join("out/metrics.csv").exists(), "found before the run directory is written");
 }
 
 #[test]

@@ -4,10 +4,11 @@
 //! run directory —, a key removed, or an unknown key added), run by the `fl` binary under a
 //! time cap. Every case must end with a run that finishes, an error that names the mutated key
 //! (or the entry it belongs to, for a field of a distribution like `devices.flops_per_s`), or
-//! the numerical guard's divergence error: no panic, no abort, no hang. The cases are drawn
-//! from a fixed seed, so a failure repeats; the summary line prints how the cases ended. For a
-//! longer search, `FL_FUZZ_CASES=1000 FL_FUZZ_SEED=7 cargo test -p fl-cli --test config_fuzz
-//! -- --nocapture` draws other cases.
+//! the numerical guard's divergence error: no panic, no abort, no hang, and no config error
+//! found only after the run directory was written. The cases are drawn from a fixed seed, so a
+//! failure repeats; the summary line prints how the cases ended. For a longer search,
+//! `FL_FUZZ_CASES=1000 FL_FUZZ_SEED=7 cargo test -p fl-cli --test config_fuzz -- --nocapture`
+//! draws other cases.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -158,6 +159,7 @@ fn now() -> Instant {
 fn run_case(dir: &Path, text: &str, mutation: &Mutation) -> Result<Outcome, String> {
     let file = dir.join("case.toml");
     std::fs::write(&file, text).unwrap();
+    let _ = std::fs::remove_dir_all(dir.join("out"));
     let mut child = Command::new(env!("CARGO_BIN_EXE_fl"))
         .args(["run", file.to_str().unwrap(), "--quiet", "--force", "--workers", "1", "--out"])
         .arg(dir.join("out"))
@@ -188,7 +190,12 @@ fn run_case(dir: &Path, text: &str, mutation: &Mutation) -> Result<Outcome, Stri
             if stderr.contains("diverged") {
                 Ok(Outcome::Diverged)
             } else if mutation.names().iter().any(|n| stderr.contains(n.as_str())) {
-                Ok(Outcome::Refused)
+                // A config error is found before the run starts: no run directory is written.
+                if dir.join("out/metrics.csv").exists() {
+                    Err(format!("refused only after the run started: {}", context()))
+                } else {
+                    Ok(Outcome::Refused)
+                }
             } else {
                 Err(format!("the error does not name `{}`: {}", mutation.names()[0], context()))
             }

@@ -215,6 +215,9 @@ pub enum Pricing {
     MaskShare,
 }
 
+/// The largest `jitter`: beyond it a job's time would reach the clock's limit.
+const MAX_JITTER: f64 = 3.0;
+
 /// The `[devices]` section: one distribution per resource, plus per-job jitter.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -244,15 +247,18 @@ impl Default for DevicesConfig {
 }
 
 impl DevicesConfig {
-    /// Checks every distribution and that `jitter` is non-negative; the error names the key.
+    /// Checks every distribution and that `jitter` is in [0, 3]; the error names the key.
     pub fn validate(&self) -> std::result::Result<(), InvalidKey> {
         self.flops_per_s.validate().map_err(|e| InvalidKey::new("flops_per_s", e))?;
         self.up_bytes_per_s.validate().map_err(|e| InvalidKey::new("up_bytes_per_s", e))?;
         self.down_bytes_per_s.validate().map_err(|e| InvalidKey::new("down_bytes_per_s", e))?;
-        if !(self.jitter >= 0.0 && self.jitter.is_finite()) {
+        if !(0.0..=MAX_JITTER).contains(&self.jitter) {
             return Err(InvalidKey::new(
                 "jitter",
-                format!("expected a finite non-negative number, got {}", self.jitter),
+                format!(
+                    "expected a lognormal σ in [0, {MAX_JITTER}] (3 spreads job times over e^±9), got {}",
+                    self.jitter
+                ),
             ));
         }
         Ok(())

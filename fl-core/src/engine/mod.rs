@@ -191,6 +191,7 @@ impl Simulation {
             records: Vec::new(),
             sched_diagnostics: BTreeMap::new(),
         };
+        world.check_job_durations()?;
         Ok(Simulation { scheduler, world })
     }
 

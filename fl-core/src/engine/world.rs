@@ -30,6 +30,10 @@ use crate::staleness::{StalenessCtx, StalenessFn};
 use crate::trainer::{LocalTrainer, PullInfo, TrainJob, TrainOutcome, TrainSession};
 use crate::update::ClientUpdate;
 
+/// The longest job, in virtual seconds: a thousandth of what the tick counter holds, so that a
+/// duration it cannot hold never piles every later event at its end.
+const JOB_SECONDS_LIMIT: f64 = u64::MAX as f64 / crate::clock::TICKS_PER_SECOND / 1e3;
+
 /// The run log's note when the server rejects a client update.
 const NON_FINITE_UPDATES: &str = "client updates with NaN or infinite values were rejected before aggregation \
      (counted in metrics.csv's rejected_updates; the learning rate may be too large)";
@@ -204,6 +208,20 @@ impl World {
         cost
     }
 
+    /// Fails, before the run starts, when some client's job on the whole model (without
+    /// jitter) would last longer than the virtual clock can count: a device too slow for the
+    /// clock is a config error, not one found at its first job. (Jitter can still stretch a job
+    /// past the limit; [`World::dispatch`] checks every job.)
+    pub(super) fn check_job_durations(&self) -> Result<()> {
+        for client in 0..self.clients.len() {
+            let seconds = self.profiles[client].phases(&self.job_cost(client, &Mask::Full)).total_s();
+            if !(seconds <= JOB_SECONDS_LIMIT) {
+                return Err(EngineError::JobDuration { client, seconds, limit: JOB_SECONDS_LIMIT }.into());
+            }
+        }
+        Ok(())
+    }
+
     pub(super) fn dispatch(
         &mut self,
         client: usize,
@@ -225,10 +243,8 @@ impl World {
         let cost = self.job_cost(client, &mask);
         let bytes = cost.up_bytes;
         let phases = self.profiles[client].phases(&cost).scaled(self.devices.jitter_factor(&mut job_rng));
-        // A duration the tick counter cannot hold would pile every later event at its end.
-        let limit = seconds(u64::MAX) / 1e3;
-        if !(phases.total_s() <= limit) {
-            return Err(EngineError::JobDuration { client, seconds: phases.total_s(), limit }.into());
+        if !(phases.total_s() <= JOB_SECONDS_LIMIT) {
+            return Err(EngineError::JobDuration { client, seconds: phases.total_s(), limit: JOB_SECONDS_LIMIT }.into());
         }
         let noise = TensorNoise::new(rng::derive_seed(self.seed, &[tag::JOB, client as u64, job, 1]));
         let start = mask.extract(&base);
