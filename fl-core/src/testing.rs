@@ -1,13 +1,23 @@
 //! Small fixtures for tests of the engine and of plugins: a 2→2 linear model with an exact
-//! FLOP count and a six-sample dataset, so durations and results can be worked out by hand.
+//! FLOP count, a six-sample dataset and a run of both, so durations and results can be worked
+//! out by hand.
+
+use std::sync::Arc;
 
 use tch::{Device, Kind, Tensor};
 
+use crate::aggregator::Aggregator;
 use crate::data::Dataset;
+use crate::engine::{EvalConfig, RunConfig, Setup};
+use crate::mask_policy::FullModel;
 use crate::model::{Mode, Model};
 use crate::params::ParamSet;
+use crate::profile::{DevicesConfig, Quantity};
 use crate::rng::Rng;
+use crate::scheduler::Scheduler;
+use crate::staleness::Constant;
 use crate::structure::{Structure, TensorSpec};
+use crate::trainer::LocalTrainer;
 
 /// `logits = x Wᵀ + b` with `W: [2, 2]`, `b: [2]`, initialised to zero. Forward costs 8 FLOPs
 /// per sample (4 multiply-adds; the bias is not counted), so one epoch over n samples is 24n
@@ -47,4 +57,41 @@ pub fn tiny_dataset() -> Dataset {
     let x = Tensor::from_slice(&[1.0f32, 0.0, 0.0, 1.0, 1.0, 1.0, -1.0, 0.0, 0.0, -1.0, 2.0, 1.0]).reshape([6, 2]);
     let y = Tensor::from_slice(&[0i64, 1, 0, 1, 0, 1]);
     Dataset { x, y }
+}
+
+/// A run of [`TinyLinear`] on [`tiny_dataset`] split among three clients of 3, 1 and 2 samples,
+/// each computing 24 FLOP/s with free transfers (a job of one epoch over n samples takes n
+/// virtual seconds): the full model, constant staleness weights, the default evaluation and
+/// run settings, seed 7, CPU, one worker. Tests replace what they exercise:
+/// `Setup { seed: 5, ..tiny_setup(trainer, scheduler, aggregator) }`.
+pub fn tiny_setup(
+    trainer: Arc<dyn LocalTrainer>,
+    scheduler: Box<dyn Scheduler>,
+    aggregator: Box<dyn Aggregator>,
+) -> Setup {
+    let data = tiny_dataset();
+    let free = Quantity::Constant { value: 1e15 };
+    Setup {
+        model: Arc::new(TinyLinear::default()),
+        trainer,
+        scheduler,
+        aggregator,
+        mask_policy: Box::new(FullModel),
+        staleness: Box::new(Constant),
+        train: data.shallow_clone(),
+        test: data,
+        partition: vec![vec![0, 1, 2], vec![3], vec![4, 5]],
+        devices: DevicesConfig {
+            flops_per_s: Quantity::Constant { value: 24.0 },
+            up_bytes_per_s: free.clone(),
+            down_bytes_per_s: free,
+            jitter: 0.0,
+            ..Default::default()
+        },
+        eval: EvalConfig::default(),
+        run: RunConfig::default(),
+        seed: 7,
+        device: Device::Cpu,
+        workers: 1,
+    }
 }

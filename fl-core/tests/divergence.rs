@@ -5,12 +5,8 @@
 
 use std::sync::{Arc, Mutex};
 
-use fl_core::engine::{EvalConfig, RejectedUpdate, RunConfig, Setup};
-use fl_core::mask_policy::FullModel;
-use fl_core::profile::{DevicesConfig, Quantity};
-use fl_core::staleness::Constant;
-use fl_core::tch::Device;
-use fl_core::testing::{TinyLinear, tiny_dataset};
+use fl_core::engine::{EvalConfig, RejectedUpdate, Setup};
+use fl_core::testing::tiny_setup;
 use fl_core::trainer::sgd::{Sgd, SgdConfig};
 use fl_core::trainer::{PullInfo, TrainSession};
 use fl_core::{
@@ -123,31 +119,14 @@ impl Observer for Log {
     }
 }
 
-/// Three clients of 3, 1 and 2 samples, `rounds` aggregations of one arrival each.
+/// [`tiny_setup`]'s three clients of 3, 1 and 2 samples, `rounds` aggregations of one arrival
+/// each, an evaluation after each.
 fn setup(poisoned: Vec<i64>, scale: f64, rounds: u64, seen: Arc<Mutex<Vec<usize>>>) -> Setup {
-    let data = tiny_dataset();
+    let trainer = Arc::new(Poisoning { sgd: Sgd::new(SgdConfig { lr: 0.5, ..SgdConfig::default() }), poisoned });
+    let scheduler = Box::new(Loop { clients: 3, jobs: rounds, dispatched: 0 });
     Setup {
-        model: Arc::new(TinyLinear::default()),
-        trainer: Arc::new(Poisoning { sgd: Sgd::new(SgdConfig { lr: 0.5, ..SgdConfig::default() }), poisoned }),
-        scheduler: Box::new(Loop { clients: 3, jobs: rounds, dispatched: 0 }),
-        aggregator: Box::new(Average { scale, seen }),
-        mask_policy: Box::new(FullModel),
-        staleness: Box::new(Constant),
-        train: data.shallow_clone(),
-        test: data,
-        partition: vec![vec![0, 1, 2], vec![3], vec![4, 5]],
-        devices: DevicesConfig {
-            flops_per_s: Quantity::Constant { value: 24.0 },
-            up_bytes_per_s: Quantity::Constant { value: 1e15 },
-            down_bytes_per_s: Quantity::Constant { value: 1e15 },
-            jitter: 0.0,
-            ..Default::default()
-        },
         eval: EvalConfig { every_aggregations: Some(1), ..EvalConfig::default() },
-        run: RunConfig::default(),
-        seed: 7,
-        device: Device::Cpu,
-        workers: 1,
+        ..tiny_setup(trainer, scheduler, Box::new(Average { scale, seen }))
     }
 }
 

@@ -4,13 +4,9 @@
 
 use std::sync::Arc;
 
-use fl_core::engine::{EvalConfig, RunConfig, Setup};
-use fl_core::mask_policy::FullModel;
-use fl_core::profile::{DevicesConfig, Quantity};
+use fl_core::engine::Setup;
 use fl_core::scheduler_testing::RecordingContext;
-use fl_core::staleness::Constant;
-use fl_core::tch::Device;
-use fl_core::testing::{TinyLinear, tiny_dataset};
+use fl_core::testing::tiny_setup;
 use fl_core::trainer::TrainSession;
 use fl_core::trainer::sgd::{Sgd, SgdConfig};
 use fl_core::{
@@ -53,32 +49,9 @@ impl LocalTrainer for Refuses {
     }
 }
 
-/// Three clients (3, 1 and 2 samples) of the tiny model, `dispatch` dispatching at the start.
+/// [`tiny_setup`] with `partition`, `dispatch` dispatching at the start, the model kept.
 fn setup(dispatch: Vec<usize>, trainer: Arc<dyn LocalTrainer>, partition: Vec<Vec<i64>>) -> Setup {
-    let data = tiny_dataset();
-    Setup {
-        model: Arc::new(TinyLinear::default()),
-        trainer,
-        scheduler: Box::new(Dispatch(dispatch)),
-        aggregator: Box::new(Keep),
-        mask_policy: Box::new(FullModel),
-        staleness: Box::new(Constant),
-        train: data.shallow_clone(),
-        test: data,
-        partition,
-        devices: DevicesConfig {
-            flops_per_s: Quantity::Constant { value: 24.0 },
-            up_bytes_per_s: Quantity::Constant { value: 1e15 },
-            down_bytes_per_s: Quantity::Constant { value: 1e15 },
-            jitter: 0.0,
-            ..Default::default()
-        },
-        eval: EvalConfig::default(),
-        run: RunConfig::default(),
-        seed: 7,
-        device: Device::Cpu,
-        workers: 1,
-    }
+    Setup { partition, ..tiny_setup(trainer, Box::new(Dispatch(dispatch)), Box::new(Keep)) }
 }
 
 fn three_clients() -> Vec<Vec<i64>> {

@@ -11,42 +11,15 @@ use fl_algo_asyncnc::{
     StalenessModel,
 };
 use fl_algo_baselines::{SyncRounds, SyncRoundsConfig, WeightedMean, WeightedMeanConfig};
-use fl_core::engine::{EvalConfig, EvalRecord, RunConfig, Setup};
-use fl_core::mask_policy::FullModel;
-use fl_core::profile::{DevicesConfig, Quantity};
+use fl_core::engine::{EvalRecord, Setup};
 use fl_core::registry::{Builder, ComponentKind, Params, Registry};
-use fl_core::staleness::Constant;
-use fl_core::tch::Device;
-use fl_core::testing::{TinyLinear, tiny_dataset};
+use fl_core::testing::tiny_setup;
 use fl_core::trainer::sgd::{Sgd, SgdConfig};
 use fl_core::{AggregateCtx, Aggregator, ClientUpdate, Observer, ParamSet, Result, Scheduler, Simulation};
 
 fn setup(scheduler: Box<dyn Scheduler>, aggregator: Box<dyn Aggregator>) -> Setup {
-    let data = tiny_dataset();
-    let fast = Quantity::Constant { value: 1e15 };
-    Setup {
-        model: Arc::new(TinyLinear::default()),
-        trainer: Arc::new(Sgd::new(SgdConfig { batch_size: 2, lr: 0.5, momentum: 0.5, ..Default::default() })),
-        scheduler,
-        aggregator,
-        mask_policy: Box::new(FullModel),
-        staleness: Box::new(Constant),
-        train: data.shallow_clone(),
-        test: data,
-        partition: vec![vec![0, 1, 2], vec![3], vec![4, 5]],
-        devices: DevicesConfig {
-            flops_per_s: Quantity::Constant { value: 24.0 },
-            up_bytes_per_s: fast.clone(),
-            down_bytes_per_s: fast,
-            jitter: 0.0,
-            ..Default::default()
-        },
-        eval: EvalConfig::default(),
-        run: RunConfig::default(),
-        seed: 5,
-        device: Device::Cpu,
-        workers: 2,
-    }
+    let trainer = Arc::new(Sgd::new(SgdConfig { batch_size: 2, lr: 0.5, momentum: 0.5, ..Default::default() }));
+    Setup { seed: 5, workers: 2, ..tiny_setup(trainer, scheduler, aggregator) }
 }
 
 fn barrier(cfg: BarrierRoundsConfig) -> Box<dyn Scheduler> {
