@@ -13,12 +13,10 @@ use fl_algo_baselines::{
     SyncRounds, SyncRoundsConfig, WeightedMean, WeightedMeanConfig,
 };
 use fl_core::engine::{EvalConfig, EvalRecord, RunConfig, Setup};
-use fl_core::mask_policy::FullModel;
 use fl_core::profile::{DevicesConfig, Quantity};
 use fl_core::split::SplitConfig;
 use fl_core::staleness::Constant;
-use fl_core::tch::Device;
-use fl_core::testing::{TinyLinear, tiny_dataset};
+use fl_core::testing::tiny_setup;
 use fl_core::trainer::sgd::{Sgd, SgdConfig};
 use fl_core::{AggregateCtx, Aggregator, ClientUpdate, ParamSet, Result, SchedCtx, Scheduler, Simulation, Summary};
 
@@ -39,30 +37,17 @@ fn with_clients(
     partition: Vec<Vec<i64>>,
     down_bytes_per_s: f64,
 ) -> Setup {
-    let data = tiny_dataset();
-    let fast = Quantity::Constant { value: 1e15 };
+    let trainer = Arc::new(Sgd::new(SgdConfig { batch_size: 8, ..Default::default() }));
+    let base = tiny_setup(trainer, scheduler, aggregator);
     Setup {
-        model: Arc::new(TinyLinear::default()),
-        trainer: Arc::new(Sgd::new(SgdConfig { batch_size: 8, ..Default::default() })),
-        scheduler,
-        aggregator,
-        mask_policy: Box::new(FullModel),
         staleness,
-        train: data.shallow_clone(),
-        test: data,
         partition,
         devices: DevicesConfig {
-            flops_per_s: Quantity::Constant { value: 24.0 },
-            up_bytes_per_s: fast,
             down_bytes_per_s: Quantity::Constant { value: down_bytes_per_s },
-            jitter: 0.0,
-            ..Default::default()
+            ..base.devices.clone()
         },
-        eval: EvalConfig::default(),
-        run: RunConfig::default(),
-        seed: 7,
-        device: Device::Cpu,
         workers: 2,
+        ..base
     }
 }
 
