@@ -9,7 +9,7 @@
 //! `seeds-<a>-<b>…/` beneath, so that it never replaces the seed-1 report.
 //!
 //! A dataset that is not present is reported with the command that fetches it; its cells read
-//! "needs <dataset>". The command fails if a run fails or a check of the grid does not hold.
+//! "needs \<dataset\>". The command fails if a run fails or a check of the grid does not hold.
 //! `--report-only` writes the report from the runs finished so far and runs nothing; `--runs`
 //! runs a slice of the grid. Finished runs are also kept in the content-addressed store
 //! `records/` (see `records`), from which a later reproduction, on any machine, resumes.
@@ -85,7 +85,7 @@ pub struct ReproduceArgs {
     /// Seeds, comma-separated; other than `1` alone, the report gives means over seeds.
     #[arg(long, value_delimiter = ',', default_value = "1")]
     seeds: Vec<u64>,
-    /// Run directories' root (default: runs/reproduce/<paper>).
+    /// Run directories' root (default: runs/reproduce/PAPER).
     #[arg(long)]
     out: Option<PathBuf>,
     /// Run only these runs (keys `DATASET-aALPHA/ID`), comma-separated; the report covers the grid.

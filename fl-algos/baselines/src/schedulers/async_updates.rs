@@ -18,7 +18,7 @@ pub struct AsyncConfig {
     /// Updates aggregated together (K), at least 1.
     #[default(1)]
     pub buffer: usize,
-    /// Clients training at the same time (absent: all, up to [`DEFAULT_MAX_CONCURRENCY`]).
+    /// Clients training at the same time (absent: all, up to 100).
     #[default(None)]
     pub concurrency: Option<usize>,
     /// Stop after this many aggregations.
