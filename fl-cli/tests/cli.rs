@@ -138,7 +138,7 @@ fn config_errors_name_the_file_the_key_and_the_nearest_names() {
         (
             "devices.toml",
             format!("{BASE}[devices]\njitter = -0.5\n"),
-            "key `devices.jitter`: expected a non-negative number, got -0.5",
+            "key `devices.jitter`: expected a lognormal σ in [0, 3] (3 spreads job times over e^±9), got -0.5",
         ),
         (
             "samples.toml",
