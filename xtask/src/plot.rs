@@ -40,6 +40,8 @@ pub enum SeriesStyle {
     Line,
     /// Filled circles in the next colour of the palette, not joined.
     Markers,
+    /// A line with a filled circle at each point: a sweep, whose points are the settings run.
+    LineMarkers,
     /// A thin grey dashed line, for a reference such as y = x: it takes no colour of the palette.
     Guide,
 }
@@ -230,7 +232,7 @@ where
                     drawn.label(&series.label).legend(move |(x, y)| Circle::new((x + 12, y), 5, color.filled()));
                 }
             }
-            SeriesStyle::Line | SeriesStyle::Guide => {
+            SeriesStyle::Line | SeriesStyle::LineMarkers | SeriesStyle::Guide => {
                 let style =
                     if series.style == SeriesStyle::Guide { color.stroke_width(1) } else { color.stroke_width(2) };
                 let mut segments = segments(&series.points, |p| panel.places(p)).into_iter();
@@ -244,6 +246,10 @@ where
                 }
                 for segment in segments {
                     chart.draw_series(line(segment, style))?;
+                }
+                if series.style == SeriesStyle::LineMarkers {
+                    let points = series.points.iter().copied().filter(|&p| panel.places(p));
+                    chart.draw_series(points.map(|p| Circle::new(p, 4, color.filled())))?;
                 }
             }
         }
@@ -669,5 +675,18 @@ mod tests {
         };
         write_png(&path, &[scatter, banded]).unwrap();
         assert_eq!(png_size(&std::fs::read(&path).unwrap()), (2 * PANEL_SIZE.0, PANEL_SIZE.1));
+    }
+
+    #[test]
+    fn a_sweep_line_marks_its_points() {
+        let dir = tempfile::tempdir().unwrap();
+        let drawn = |style: SeriesStyle| {
+            let path = dir.path().join("sweep.png");
+            let series =
+                Series { label: "M = 2".into(), points: vec![(2.0, 1.0), (4.0, 3.0)], style, ..Series::default() };
+            write_png(&path, &[Panel { series: vec![series], ..Panel::default() }]).unwrap();
+            std::fs::read(&path).unwrap()
+        };
+        assert_ne!(drawn(SeriesStyle::Line), drawn(SeriesStyle::LineMarkers), "the circles are drawn");
     }
 }

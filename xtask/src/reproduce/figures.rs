@@ -16,7 +16,7 @@ use anyhow::Result;
 use super::grid::{DatasetEntry, Figure, Grid, PanelSpec, Sweep, group};
 use super::outcome::Outcome;
 use super::report::{Expected, Results};
-use crate::plot::{Panel, Series, write_png};
+use crate::plot::{Panel, Series, SeriesStyle, write_png};
 
 /// A zoom panel is added when the curves' last halves span less than this share of the panel.
 const ZOOM_BELOW: f64 = 0.25;
@@ -225,8 +225,15 @@ pub fn write_sweeps(
                 if lines.is_empty() {
                     return None;
                 }
-                let series: Vec<Series> =
-                    lines.into_iter().map(|(label, points)| Series { label, points, ..Series::default() }).collect();
+                let series: Vec<Series> = lines
+                    .into_iter()
+                    .map(|(label, points)| Series {
+                        label,
+                        points,
+                        style: SeriesStyle::LineMarkers,
+                        ..Series::default()
+                    })
+                    .collect();
                 let (name, y_label) = match metric.as_str() {
                     "time_to_target" => ("time to target", "virtual seconds"),
                     _ => ("best test accuracy", "accuracy (%)"),
