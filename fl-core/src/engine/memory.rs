@@ -23,12 +23,11 @@ const DEFAULT_SHARE: f64 = 0.8;
 pub fn check(elements: Option<u64>, in_flight: usize, budget_gb: Option<f64>) -> Result<()> {
     let copies = SERVER_COPIES + JOB_COPIES * in_flight as u64;
     let bytes = elements.and_then(|n| n.checked_mul(4)).and_then(|b| b.checked_mul(copies));
-    let Some(budget) = budget_gb.map(|g| g * 1e9).or_else(|| machine_memory().map(|m| m as f64 * DEFAULT_SHARE)) else {
-        return match bytes {
-            Some(_) => Ok(()),
-            None => Err(too_large(elements, in_flight, copies, f64::NAN, budget_gb.is_some())),
-        };
-    };
+    // Where the machine's memory cannot be read, only a count that overflows fails.
+    let budget = budget_gb
+        .map(|g| g * 1e9)
+        .or_else(|| machine_memory().map(|m| m as f64 * DEFAULT_SHARE))
+        .unwrap_or(f64::INFINITY);
     match bytes {
         Some(b) if (b as f64) <= budget => Ok(()),
         _ => Err(too_large(elements, in_flight, copies, budget, budget_gb.is_some())),

@@ -34,6 +34,15 @@ use crate::update::ClientUpdate;
 /// duration it cannot hold never piles every later event at its end.
 const JOB_SECONDS_LIMIT: f64 = u64::MAX as f64 / crate::clock::TICKS_PER_SECOND / 1e3;
 
+/// Fails when `client`'s job of `seconds` would outlast [`JOB_SECONDS_LIMIT`] (NaN included).
+fn within_clock(client: usize, seconds: f64) -> Result<()> {
+    if seconds <= JOB_SECONDS_LIMIT {
+        Ok(())
+    } else {
+        Err(EngineError::JobDuration { client, seconds, limit: JOB_SECONDS_LIMIT }.into())
+    }
+}
+
 /// The run log's note when the server rejects a client update.
 const NON_FINITE_UPDATES: &str = "client updates with NaN or infinite values were rejected before aggregation \
      (counted in metrics.csv's rejected_updates; the learning rate may be too large)";
@@ -213,13 +222,9 @@ impl World {
     /// clock is a config error, not one found at its first job. (Jitter can still stretch a job
     /// past the limit; [`World::dispatch`] checks every job.)
     pub(super) fn check_job_durations(&self) -> Result<()> {
-        for client in 0..self.clients.len() {
-            let seconds = self.profiles[client].phases(&self.job_cost(client, &Mask::Full)).total_s();
-            if !(seconds <= JOB_SECONDS_LIMIT) {
-                return Err(EngineError::JobDuration { client, seconds, limit: JOB_SECONDS_LIMIT }.into());
-            }
-        }
-        Ok(())
+        (0..self.clients.len()).try_for_each(|client| {
+            within_clock(client, self.profiles[client].phases(&self.job_cost(client, &Mask::Full)).total_s())
+        })
     }
 
     pub(super) fn dispatch(
@@ -243,9 +248,7 @@ impl World {
         let cost = self.job_cost(client, &mask);
         let bytes = cost.up_bytes;
         let phases = self.profiles[client].phases(&cost).scaled(self.devices.jitter_factor(&mut job_rng));
-        if !(phases.total_s() <= JOB_SECONDS_LIMIT) {
-            return Err(EngineError::JobDuration { client, seconds: phases.total_s(), limit: JOB_SECONDS_LIMIT }.into());
-        }
+        within_clock(client, phases.total_s())?;
         let noise = TensorNoise::new(rng::derive_seed(self.seed, &[tag::JOB, client as u64, job, 1]));
         let start = mask.extract(&base);
         let grad_mask = match &mask {
