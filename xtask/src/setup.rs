@@ -69,6 +69,14 @@ fn install_wheel(site: &Path) -> Result<()> {
     if !partial.join("torch/lib/libtorch_cpu.so").exists() {
         bail!("the torch wheel installed into {} has no torch/lib/libtorch_cpu.so", partial.display());
     }
+    // Python-only dependencies of the wheel that libtorch never loads (Triton alone is 0.6 GB):
+    // CI shares a disk with little room.
+    for unused in ["triton", "sympy", "networkx", "setuptools"] {
+        let dir = partial.join(unused);
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+        }
+    }
     std::fs::write(partial.join(".complete"), TORCH_VERSION)?;
     std::fs::rename(&partial, site).with_context(|| format!("moving {} into place", partial.display()))?;
     Ok(())
