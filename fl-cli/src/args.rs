@@ -51,11 +51,32 @@ pub struct RunArgs {
     #[arg(long, value_parser = clap::value_parser!(u64).range(0..=i64::MAX as u64))]
     pub seed: Option<u64>,
     /// Replace a finished run (or the outputs of an interrupted one) in the output directory.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "resume")]
     pub force: bool,
+    /// Go on with the interrupted run in the output directory from its last checkpoint (or
+    /// from the start if it wrote none); the config must be the one it started with.
+    #[arg(long)]
+    pub resume: bool,
+    /// Host seconds between checkpoints (0: after every aggregation; `never`: none).
+    #[arg(long, default_value = "300", value_parser = parse_checkpoint_every)]
+    pub checkpoint_every: CheckpointEvery,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
+}
+
+/// `--checkpoint-every`: host seconds between checkpoints, or none.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CheckpointEvery(pub Option<f64>);
+
+fn parse_checkpoint_every(s: &str) -> Result<CheckpointEvery, String> {
+    if s == "never" {
+        return Ok(CheckpointEvery(None));
+    }
+    match s.parse::<f64>() {
+        Ok(x) if x >= 0.0 && x.is_finite() => Ok(CheckpointEvery(Some(x))),
+        _ => Err(format!("expected a number of seconds (at least 0) or `never`, got `{s}`")),
+    }
 }
 
 #[derive(Debug, clap::Args)]

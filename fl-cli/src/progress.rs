@@ -45,4 +45,12 @@ impl Observer for Progress<'_> {
     fn on_rejected(&mut self, update: &RejectedUpdate) {
         self.inner.on_rejected(update);
     }
+
+    fn wants_checkpoint(&mut self) -> bool {
+        self.inner.wants_checkpoint()
+    }
+
+    fn on_checkpoint(&mut self, checkpoint: &fl_core::engine::Checkpoint) -> fl_core::Result<()> {
+        self.inner.on_checkpoint(checkpoint)
+    }
 }

@@ -8,17 +8,25 @@
 //!
 //! A directory is reserved before any work starts ([`RunDir::reserve`]): a finished run
 //! (`summary.json`) or the outputs of an interrupted one are never overwritten without
-//! `--force`, and a lock (`.fl-lock`, an advisory lock the system releases when the process
+//! `--force` (or continued with `--resume`), and a lock (`.fl-lock`, an advisory lock the system releases when the process
 //! ends, however it ends) makes a second process on the same directory fail at once. The
 //! default directory `runs/<name>` takes the experiment's name only when it is a plain name
 //! ([`default_dir`]), so that a config cannot write outside `runs/`.
+//!
+//! Checkpoints (`checkpoint/`: `state.bin`, the engine's [`Checkpoint`], and `files.json`,
+//! the lengths the three record files had then and the wall time so far) are written when the
+//! engine asks and `--checkpoint-every` host seconds have passed: records flushed to disk
+//! first, the new checkpoint written in `checkpoint.tmp/` and renamed into place, so that a
+//! crash at any moment leaves one whole checkpoint (`checkpoint/`, or `checkpoint.old/` during
+//! the swap) consistent with the records. A resumed run cuts the records back to those lengths
+//! and appends; a finished run removes its checkpoint.
 
 use std::fs::{File, TryLockError};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use fl_core::engine::RejectedUpdate;
+use fl_core::engine::{Checkpoint, RejectedUpdate};
 use fl_core::{EvalRecord, Observer, Summary};
 use fl_record::SummaryFile;
 use serde_json::json;
@@ -56,7 +64,26 @@ pub struct RunDir {
     timing: BufWriter<File>,
     events: BufWriter<File>,
     clock: Stopwatch,
+    /// Wall seconds the run had spent before this process (a resumed run's).
+    earlier_wall_s: f64,
+    /// Host seconds between checkpoints (none: no checkpoints), and since the last one.
+    checkpoint_every_s: Option<f64>,
+    since_checkpoint: Stopwatch,
 }
+
+/// `checkpoint/files.json`: what the records held when the checkpoint was written.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct CheckpointFiles {
+    version: u64,
+    metrics_bytes: u64,
+    timing_bytes: u64,
+    events_bytes: u64,
+    wall_time_s: f64,
+}
+
+const CHECKPOINT: &str = "checkpoint";
+const CHECKPOINT_OLD: &str = "checkpoint.old";
+const CHECKPOINT_TMP: &str = "checkpoint.tmp";
 
 fn create(path: &Path) -> Result<BufWriter<File>> {
     Ok(BufWriter::new(File::create(path).with_context(|| format!("creating {}", path.display()))?))
@@ -65,7 +92,7 @@ fn create(path: &Path) -> Result<BufWriter<File>> {
 impl RunDir {
     /// Creates `dir` if needed and locks it; fails if another process holds it, or, without
     /// `force`, if it holds a finished run or the outputs of an interrupted one.
-    pub fn reserve(dir: &Path, force: bool) -> Result<Reserved> {
+    pub fn reserve(dir: &Path, force: bool, resume: bool) -> Result<Reserved> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let lock_path = dir.join(LOCK_FILE);
         let lock = File::options()
@@ -89,10 +116,10 @@ impl RunDir {
                     dir.display()
                 );
             }
-            if dir.join("metrics.csv").is_file() {
+            if dir.join("metrics.csv").is_file() && !resume {
                 bail!(
-                    "{}: holds the outputs of a run that did not finish (metrics.csv, no summary.json); pass --force \
-                     to start it again, or choose another --out",
+                    "{}: holds the outputs of a run that did not finish (metrics.csv, no summary.json); pass --resume \
+                     to go on from its last checkpoint, --force to start it again, or choose another --out",
                     dir.display()
                 );
             }
@@ -115,28 +142,164 @@ impl RunDir {
         let mut timing = create(&dir.join("timing.csv"))?;
         writeln!(timing, "version,wall_time_s")?;
         let events = create(&dir.join("events.jsonl"))?;
-        Ok(RunDir { dir: dir.to_path_buf(), _lock: lock, metrics, timing, events, clock: Stopwatch::start() })
+        for old in [CHECKPOINT, CHECKPOINT_OLD, CHECKPOINT_TMP] {
+            let _ = std::fs::remove_dir_all(dir.join(old));
+        }
+        Ok(RunDir {
+            dir: dir.to_path_buf(),
+            _lock: lock,
+            metrics,
+            timing,
+            events,
+            clock: Stopwatch::start(),
+            earlier_wall_s: 0.0,
+            checkpoint_every_s: None,
+            since_checkpoint: Stopwatch::start(),
+        })
+    }
+
+    /// Continues the interrupted run in the reserved directory: its records cut back to what
+    /// its last checkpoint had seen, and the checkpoint to restore; a run that wrote no
+    /// checkpoint starts again from the beginning ([`RunDir::create`], no checkpoint). Fails if
+    /// `resolved_config` is not the config the run started with.
+    pub fn resume(
+        reserved: Reserved,
+        resolved_config: &str,
+        manifest: serde_json::Value,
+    ) -> Result<(Self, Option<Checkpoint>)> {
+        let dir = reserved.dir.clone();
+        let config = dir.join("config.toml");
+        match std::fs::read_to_string(&config) {
+            Ok(earlier) if earlier != resolved_config => bail!(
+                "{}: differs from the experiment's resolved config: a run resumes only with the config it started \
+                 with (pass --force to start it again under the new one)",
+                config.display()
+            ),
+            Ok(_) => {}
+            Err(_) => return Ok((Self::create(reserved, resolved_config, manifest)?, None)),
+        }
+        let Some(saved) = [CHECKPOINT, CHECKPOINT_OLD].into_iter().map(|c| dir.join(c)).find(|c| c.is_dir()) else {
+            return Ok((Self::create(reserved, resolved_config, manifest)?, None));
+        };
+        let read = |name: &str| {
+            let path = saved.join(name);
+            std::fs::read(&path).with_context(|| format!("reading {}", path.display()))
+        };
+        let files: CheckpointFiles = serde_json::from_slice(&read("files.json")?)
+            .with_context(|| format!("{}: unreadable", saved.join("files.json").display()))?;
+        let checkpoint = Checkpoint::from_bytes(read("state.bin")?)
+            .with_context(|| format!("{}", saved.join("state.bin").display()))?;
+        let reopen = |name: &str, len: u64| -> Result<BufWriter<File>> {
+            let path = dir.join(name);
+            let file =
+                File::options().write(true).open(&path).with_context(|| format!("opening {}", path.display()))?;
+            let now = file.metadata()?.len();
+            if now < len {
+                bail!("{}: {now} bytes, shorter than the {len} its checkpoint saw", path.display());
+            }
+            file.set_len(len).with_context(|| format!("cutting {} back to its checkpoint", path.display()))?;
+            let mut w = BufWriter::new(file);
+            std::io::Seek::seek(&mut w, std::io::SeekFrom::End(0))?;
+            Ok(w)
+        };
+        let metrics = reopen("metrics.csv", files.metrics_bytes)?;
+        let timing = reopen("timing.csv", files.timing_bytes)?;
+        let events = reopen("events.jsonl", files.events_bytes)?;
+        let mut manifest_file: serde_json::Value = std::fs::read(dir.join("manifest.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_else(|| json!({}));
+        let resumed = json!({ "version": checkpoint.version(), "git_revision": manifest["git_revision"] });
+        match manifest_file.get_mut("resumed").and_then(|r| r.as_array_mut()) {
+            Some(list) => list.push(resumed),
+            None => manifest_file["resumed"] = json!([resumed]),
+        }
+        write_json(&dir.join("manifest.json"), &manifest_file)?;
+        let Reserved { dir, lock } = reserved;
+        let run_dir = RunDir {
+            dir,
+            _lock: lock,
+            metrics,
+            timing,
+            events,
+            clock: Stopwatch::start(),
+            earlier_wall_s: files.wall_time_s,
+            checkpoint_every_s: None,
+            since_checkpoint: Stopwatch::start(),
+        };
+        Ok((run_dir, Some(checkpoint)))
+    }
+
+    /// Writes a checkpoint when the engine asks and `every_s` host seconds have passed since
+    /// the last (0: at every request); none: never.
+    pub fn checkpoint_every(&mut self, every_s: Option<f64>) {
+        self.checkpoint_every_s = every_s;
+    }
+
+    /// Flushes the records to disk, then writes `checkpoint` with their lengths beside it
+    /// and swaps it into place (see the module doc).
+    fn write_checkpoint(&mut self, checkpoint: &Checkpoint) -> std::io::Result<()> {
+        for w in [&mut self.metrics, &mut self.timing, &mut self.events] {
+            w.flush()?;
+            w.get_ref().sync_data()?;
+        }
+        let files = CheckpointFiles {
+            version: checkpoint.version(),
+            metrics_bytes: self.metrics.get_ref().metadata()?.len(),
+            timing_bytes: self.timing.get_ref().metadata()?.len(),
+            events_bytes: self.events.get_ref().metadata()?.len(),
+            wall_time_s: self.wall_time_s(),
+        };
+        let (tmp, current, old) =
+            (self.dir.join(CHECKPOINT_TMP), self.dir.join(CHECKPOINT), self.dir.join(CHECKPOINT_OLD));
+        if tmp.exists() {
+            std::fs::remove_dir_all(&tmp)?;
+        }
+        std::fs::create_dir(&tmp)?;
+        for (name, bytes) in [("state.bin", checkpoint.bytes().to_vec()), ("files.json", serde_json::to_vec(&files)?)] {
+            let mut f = File::create(tmp.join(name))?;
+            f.write_all(&bytes)?;
+            f.sync_all()?;
+        }
+        if current.exists() {
+            if old.exists() {
+                std::fs::remove_dir_all(&old)?;
+            }
+            std::fs::rename(&current, &old)?;
+        }
+        std::fs::rename(&tmp, &current)?;
+        File::open(&self.dir)?.sync_all()?;
+        if old.exists() {
+            std::fs::remove_dir_all(&old)?;
+        }
+        Ok(())
     }
 
     pub fn path(&self) -> &Path {
         &self.dir
     }
 
+    /// Host seconds the run has taken, over every process that worked on it.
     pub fn wall_time_s(&self) -> f64 {
-        self.clock.elapsed_s()
+        self.earlier_wall_s + self.clock.elapsed_s()
     }
 
     /// Writes `summary.json`: the run summary plus host wall time ([`SummaryFile`]).
     pub fn finish(&mut self, summary: &Summary) -> Result<()> {
         let file = SummaryFile { summary: summary.clone(), wall_time_s: self.wall_time_s() };
         // Through a JSON value, whose keys are sorted: the file's layout stays as it was.
-        write_json(&self.dir.join("summary.json"), &serde_json::to_value(file)?)
+        write_json(&self.dir.join("summary.json"), &serde_json::to_value(file)?)?;
+        // A finished run needs no checkpoint.
+        for c in [CHECKPOINT, CHECKPOINT_OLD, CHECKPOINT_TMP] {
+            let _ = std::fs::remove_dir_all(self.dir.join(c));
+        }
+        Ok(())
     }
 
     fn write_record(&mut self, record: &EvalRecord, diagnostics: &[(String, f64)]) -> std::io::Result<()> {
         writeln!(self.metrics, "{}", record.csv_row())?;
         self.metrics.flush()?;
-        writeln!(self.timing, "{},{}", record.version, self.clock.elapsed_s())?;
+        writeln!(self.timing, "{},{}", record.version, self.wall_time_s())?;
         self.timing.flush()?;
         let diag: serde_json::Map<String, serde_json::Value> =
             diagnostics.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
@@ -161,6 +324,16 @@ impl Observer for RunDir {
         });
         // The count is in metrics.csv too; an event lost to a full disk fails the next row.
         let _ = writeln!(self.events, "{line}").and_then(|()| self.events.flush());
+    }
+
+    fn wants_checkpoint(&mut self) -> bool {
+        self.checkpoint_every_s.is_some_and(|every| self.since_checkpoint.elapsed_s() >= every)
+    }
+
+    fn on_checkpoint(&mut self, checkpoint: &Checkpoint) -> fl_core::Result<()> {
+        self.write_checkpoint(checkpoint).map_err(|e| fl_core::Error::io(self.dir.join(CHECKPOINT), e))?;
+        self.since_checkpoint = Stopwatch::start();
+        Ok(())
     }
 }
 

@@ -392,7 +392,7 @@ fn run_directories_take_plain_names_keep_finished_runs_and_admit_one_process() {
     assert!(run.join("summary.json").is_file());
 
     // While a process holds the directory, another fails at once, even with --force.
-    let held = fl_cli::RunDir::reserve(&run, true).unwrap();
+    let held = fl_cli::RunDir::reserve(&run, true, false).unwrap();
     let busy = fl_in(&["run", file, "--quiet", "--force"]);
     assert!(stderr(&busy).contains("another fl process is writing this run directory"), "{}", stderr(&busy));
     drop(held);

@@ -8,6 +8,7 @@
 use crate::clock::Tick;
 use crate::error::Result;
 use crate::params::ParamSet;
+use crate::state::{StateIn, StateOut, not_resumable};
 use crate::update::ClientUpdate;
 
 /// An update's staleness, as measured by the engine and weighed by the staleness function.
@@ -89,5 +90,17 @@ pub trait Aggregator: Send {
     /// Scalar diagnostics for the metrics log (name, value), read at each evaluation.
     fn diagnostics(&self) -> Vec<(String, f64)> {
         Vec::new()
+    }
+
+    /// Saves what it remembers between events for a checkpoint ([`crate::state`]). The
+    /// default refuses, and runs with this aggregator then write no checkpoints: a aggregator with state
+    /// saves it all, one without implements this as `Ok(())`.
+    fn save_state(&self, _out: &mut StateOut) -> Result<()> {
+        Err(not_resumable("aggregator"))
+    }
+
+    /// Restores what [`Aggregator::save_state`] saved, on a aggregator freshly built from the same config.
+    fn load_state(&mut self, _saved: &StateIn) -> Result<()> {
+        Err(not_resumable("aggregator"))
     }
 }

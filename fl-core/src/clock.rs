@@ -83,6 +83,19 @@ impl<E> EventQueue<E> {
     pub fn is_empty(&self) -> bool {
         self.heap.is_empty()
     }
+
+    /// Every queued event with its (time, sequence number), in the order they will pop, and
+    /// the next sequence number: what [`EventQueue::from_entries`] rebuilds the queue from.
+    pub fn entries(&self) -> (Vec<(Tick, u64, &E)>, u64) {
+        let mut all: Vec<_> = self.heap.iter().map(|Reverse((t, s, Slot(e)))| (*t, *s, e)).collect();
+        all.sort_by_key(|(t, s, _)| (*t, *s));
+        (all, self.seq)
+    }
+
+    /// The queue [`EventQueue::entries`] described: the same events, popping in the same order.
+    pub fn from_entries(entries: Vec<(Tick, u64, E)>, seq: u64) -> Self {
+        EventQueue { heap: entries.into_iter().map(|(t, s, e)| Reverse((t, s, Slot(e)))).collect(), seq }
+    }
 }
 
 #[cfg(test)]
@@ -98,5 +111,22 @@ mod tests {
         q.push(1, "b");
         let order: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
         assert_eq!(order, vec![(1, "a"), (1, "b"), (5, "c"), (5, "d")]);
+    }
+
+    #[test]
+    fn a_queue_rebuilt_from_its_entries_pops_the_same_and_numbers_on() {
+        let mut q = EventQueue::default();
+        for (t, e) in [(5, "c"), (1, "a"), (5, "d"), (1, "b")] {
+            q.push(t, e);
+        }
+        q.pop();
+        let (entries, seq) = q.entries();
+        let mut r = EventQueue::from_entries(entries.into_iter().map(|(t, s, e)| (t, s, *e)).collect(), seq);
+        q.push(1, "x");
+        r.push(1, "x");
+        let a: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
+        let b: Vec<_> = std::iter::from_fn(|| r.pop()).collect();
+        assert_eq!(a, b);
+        assert_eq!(b, vec![(1, "b"), (1, "x"), (5, "c"), (5, "d")]);
     }
 }

@@ -74,6 +74,12 @@ pub enum Error {
         /// What went wrong, e.g. "update from client 7 of 5".
         message: String,
     },
+    /// A component that cannot save its state for a checkpoint (see [`crate::state`]).
+    #[error("{component}: keeps state it cannot save in a checkpoint")]
+    NotResumable {
+        /// The kind of component: scheduler, aggregator or mask policy.
+        component: String,
+    },
     /// The resolved configuration could not be written as TOML.
     #[error("serialising the resolved config")]
     SerializeConfig(#[source] toml::ser::Error),

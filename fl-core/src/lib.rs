@@ -26,6 +26,7 @@ pub mod scheduler;
 pub mod scheduler_testing;
 pub mod split;
 pub mod staleness;
+pub mod state;
 pub mod structure;
 #[doc(hidden)]
 pub mod testing;
@@ -49,6 +50,7 @@ pub use profile::{DeviceProfile, Pricing};
 pub use registry::{Builder, Component, Method, Params, Registry};
 pub use scheduler::{JobStart, SchedCtx, Scheduler, SchedulingContext};
 pub use staleness::{StalenessCtx, StalenessFn};
+pub use state::{StateIn, StateOut};
 pub use structure::{Structure, TensorSpec, UnitGroup, UnitMember};
 pub use trainer::{LocalTrainer, TrainJob, TrainOutcome};
 pub use update::ClientUpdate;

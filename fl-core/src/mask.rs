@@ -12,7 +12,7 @@ use crate::error::{Result, ShapeError};
 use crate::params::ParamSet;
 
 /// Kept indices per tensor and dimension; `None` keeps the whole dimension.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct StructuredMask {
     keep: Vec<Vec<Option<Vec<i64>>>>,
 }

@@ -5,6 +5,7 @@ use crate::mask::Mask;
 use crate::params::ParamSet;
 use crate::profile::DeviceProfile;
 use crate::rng::Rng;
+use crate::state::{StateIn, StateOut, not_resumable};
 use crate::structure::Structure;
 
 /// What a [`MaskPolicy`] sees when it chooses a mask for one job.
@@ -88,6 +89,18 @@ pub trait MaskPolicy: Send {
     fn diagnostics(&self) -> Vec<(String, f64)> {
         Vec::new()
     }
+
+    /// Saves what it remembers between events for a checkpoint ([`crate::state`]). The
+    /// default refuses, and runs with this mask policy then write no checkpoints: a mask policy with state
+    /// saves it all, one without implements this as `Ok(())`.
+    fn save_state(&self, _out: &mut StateOut) -> Result<()> {
+        Err(not_resumable("mask policy"))
+    }
+
+    /// Restores what [`MaskPolicy::save_state`] saved, on a mask policy freshly built from the same config.
+    fn load_state(&mut self, _saved: &StateIn) -> Result<()> {
+        Err(not_resumable("mask policy"))
+    }
 }
 
 /// Every client trains the whole model.
@@ -98,4 +111,6 @@ impl MaskPolicy for FullModel {
     fn mask(&mut self, _: &mut MaskCtx) -> Result<Mask> {
         Ok(Mask::Full)
     }
+
+    crate::stateless!();
 }

@@ -15,6 +15,7 @@ use crate::error::Result;
 use crate::params::ParamSet;
 use crate::profile::DeviceProfile;
 use crate::rng::Rng;
+use crate::state::{StateIn, StateOut, not_resumable};
 use crate::update::ClientUpdate;
 
 /// Decides, event by event, which clients train and when the server aggregates.
@@ -91,6 +92,18 @@ pub trait Scheduler: Send {
     /// The default, every client, is the safe bound.
     fn max_in_flight(&self, clients: usize) -> usize {
         clients
+    }
+
+    /// Saves what it remembers between events for a checkpoint ([`crate::state`]). The
+    /// default refuses, and runs with this scheduler then write no checkpoints: a scheduler with state
+    /// saves it all, one without implements this as `Ok(())`.
+    fn save_state(&self, _out: &mut StateOut) -> Result<()> {
+        Err(not_resumable("scheduler"))
+    }
+
+    /// Restores what [`Scheduler::save_state`] saved, on a scheduler freshly built from the same config.
+    fn load_state(&mut self, _saved: &StateIn) -> Result<()> {
+        Err(not_resumable("scheduler"))
     }
 }
 

@@ -2,7 +2,7 @@
 
 /// One evaluation of the global model. Every field is a deterministic function of the
 /// configuration and seed (host timings are reported separately).
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct EvalRecord {
     /// Virtual time of the evaluation, seconds.
     pub virtual_time_s: f64,

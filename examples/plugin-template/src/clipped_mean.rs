@@ -49,4 +49,6 @@ impl Aggregator for ClippedMean {
         }
         Ok(next)
     }
+
+    fl_core::stateless!();
 }

@@ -77,4 +77,6 @@ impl Scheduler for DeadlineRounds {
     fn planned_aggregations(&self) -> Option<u64> {
         Some(self.cfg.rounds)
     }
+
+    fl_core::stateless!();
 }

@@ -21,7 +21,7 @@
 
 use std::collections::VecDeque;
 
-use fl_core::{Error, InvalidKey, JobStart, ParamSet, Result, SchedCtx, Scheduler, Validate};
+use fl_core::{Error, InvalidKey, JobStart, ParamSet, Result, SchedCtx, Scheduler, StateIn, StateOut, Validate};
 use rand::Rng as _;
 use serde::{Deserialize, Serialize};
 use smart_default::SmartDefault;
@@ -271,6 +271,26 @@ impl Scheduler for BarrierRounds {
 
     fn planned_aggregations(&self) -> Option<u64> {
         Some(self.cfg.rounds)
+    }
+
+    fn save_state(&self, out: &mut StateOut) -> Result<()> {
+        out.put("round", &self.round)?;
+        out.put("awaiting", &self.awaiting)?;
+        out.put("history_versions", &self.history.iter().map(|(v, _)| *v).collect::<Vec<_>>())?;
+        out.put_params_list("history", &self.history.iter().map(|(_, p)| Some(p)).collect::<Vec<_>>())?;
+        out.put_params_list("own", &self.own.iter().map(Some).collect::<Vec<_>>())
+    }
+
+    fn load_state(&mut self, saved: &StateIn) -> Result<()> {
+        let missing = || Error::component("barrier-rounds", "a checkpoint without a saved model");
+        self.round = saved.get("round")?;
+        self.awaiting = saved.get("awaiting")?;
+        let versions: Vec<u64> = saved.get("history_versions")?;
+        let history = saved.params_list("history")?;
+        self.history =
+            versions.into_iter().zip(history).map(|(v, p)| Ok((v, p.ok_or_else(missing)?))).collect::<Result<_>>()?;
+        self.own = saved.params_list("own")?.into_iter().map(|p| p.ok_or_else(missing)).collect::<Result<_>>()?;
+        Ok(())
     }
 }
 

@@ -109,6 +109,8 @@ impl Scheduler for DelayedAsync {
     fn planned_aggregations(&self) -> Option<u64> {
         Some(self.cfg.aggregations)
     }
+
+    fl_core::stateless!();
 }
 
 fl_core::register!(Scheduler "delayed-async" => DelayedAsync::new(DelayedAsyncConfig),

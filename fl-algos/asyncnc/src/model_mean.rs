@@ -78,6 +78,8 @@ impl Aggregator for ModelMean {
             }
         })
     }
+
+    fl_core::stateless!();
 }
 
 fl_core::register!(Aggregator "model-mean" => ModelMean::new(ModelMeanConfig),

@@ -11,7 +11,7 @@
 //! touch is *shared*: sent with every fragment, trained, and mixed on every merge.
 
 use fl_core::tch::{Kind, Tensor};
-use fl_core::{Error, InvalidKey, Mask, MaskCtx, MaskPolicy, ParamSet, Result, Structure, Validate};
+use fl_core::{Error, InvalidKey, Mask, MaskCtx, MaskPolicy, ParamSet, Result, StateIn, StateOut, Structure, Validate};
 use serde::{Deserialize, Serialize};
 use smart_default::SmartDefault;
 
@@ -174,6 +174,26 @@ impl MaskPolicy for NeuronFragments {
 
     fn choices(&self) -> usize {
         self.ratios.len()
+    }
+
+    // The fragments are built once; in `repo-elementwise` mode from the global model of the
+    // moment, so a resumed run takes them from the checkpoint rather than building them anew.
+    fn save_state(&self, out: &mut StateOut) -> Result<()> {
+        out.put("built", &self.built.as_ref().map(|(masks, shared)| (masks.len(), shared)))?;
+        for (i, m) in self.built.iter().flat_map(|(masks, _)| masks.iter().enumerate()) {
+            out.put_mask(&format!("fragment.{i}"), m)?;
+        }
+        Ok(())
+    }
+
+    fn load_state(&mut self, saved: &StateIn) -> Result<()> {
+        self.built = match saved.get::<Option<(usize, Vec<String>)>>("built")? {
+            Some((n, shared)) => {
+                Some(((0..n).map(|i| saved.mask(&format!("fragment.{i}"))).collect::<Result<_>>()?, shared))
+            }
+            None => None,
+        };
+        Ok(())
     }
 }
 

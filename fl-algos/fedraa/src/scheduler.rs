@@ -8,7 +8,7 @@
 //! the offline optimum K* of Theorem 2. Per-fragment update counts, the bound and the number
 //! of fallbacks (no fragment within K) are logged with every evaluation.
 
-use fl_core::{Error, InvalidKey, Result, SchedCtx, Scheduler, Validate};
+use fl_core::{Error, InvalidKey, Result, SchedCtx, Scheduler, StateIn, StateOut, Validate};
 use serde::{Deserialize, Serialize};
 use smart_default::SmartDefault;
 
@@ -179,6 +179,27 @@ impl Scheduler for AsyncFragments {
 
     fn planned_aggregations(&self) -> Option<u64> {
         Some(self.cfg.aggregations)
+    }
+
+    fn save_state(&self, out: &mut StateOut) -> Result<()> {
+        out.put("costs", &self.costs)?;
+        out.put("k", &self.k)?;
+        out.put("updates", &self.updates)?;
+        out.put("in_flight", &self.in_flight)?;
+        out.put("assigned", &self.assigned)?;
+        out.put("fallbacks", &self.fallbacks)?;
+        out.put("awaiting", &self.awaiting)
+    }
+
+    fn load_state(&mut self, saved: &StateIn) -> Result<()> {
+        self.costs = saved.get("costs")?;
+        self.k = saved.get("k")?;
+        self.updates = saved.get("updates")?;
+        self.in_flight = saved.get("in_flight")?;
+        self.assigned = saved.get("assigned")?;
+        self.fallbacks = saved.get("fallbacks")?;
+        self.awaiting = saved.get("awaiting")?;
+        Ok(())
     }
 }
 

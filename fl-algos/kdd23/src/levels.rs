@@ -76,7 +76,7 @@ impl LevelRule {
 
 /// Which clients are at L in the current round. Under MIX an exact `round(N · share)`-subset,
 /// drawn at the round's first request.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct LevelDraw {
     drawn: Option<(u64, BTreeSet<usize>)>,
 }

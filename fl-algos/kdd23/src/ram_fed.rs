@@ -14,7 +14,9 @@
 //! the whole of its latest update, every round until somebody trains it again.
 
 use fl_core::tch::{Kind, Tensor};
-use fl_core::{AggregateCtx, Aggregator, ClientUpdate, Error, InvalidKey, ParamSet, Result, Validate};
+use fl_core::{
+    AggregateCtx, Aggregator, ClientUpdate, Error, InvalidKey, ParamSet, Result, StateIn, StateOut, Validate,
+};
 use serde::{Deserialize, Serialize};
 
 /// How the fresh-minus-stored correction is weighted.
@@ -188,6 +190,18 @@ impl Aggregator for RamFed {
             self.set_memory(client, u);
         }
         Ok(next)
+    }
+
+    fn save_state(&self, out: &mut StateOut) -> Result<()> {
+        out.put_params_list("memory", &self.memory.iter().map(Option::as_ref).collect::<Vec<_>>())?;
+        out.put_params_opt("memory_sum", self.memory_sum.as_ref());
+        Ok(())
+    }
+
+    fn load_state(&mut self, saved: &StateIn) -> Result<()> {
+        self.memory = saved.params_list("memory")?;
+        self.memory_sum = saved.params_opt("memory_sum")?;
+        Ok(())
     }
 }
 

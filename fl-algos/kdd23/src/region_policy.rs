@@ -12,7 +12,7 @@
 //! (`own`).
 
 use fl_core::tch::Tensor;
-use fl_core::{Error, InvalidKey, Mask, MaskCtx, MaskPolicy, Result, Validate};
+use fl_core::{Error, InvalidKey, Mask, MaskCtx, MaskPolicy, Result, StateIn, StateOut, Validate};
 use rand::seq::index;
 use serde::{Deserialize, Serialize};
 use smart_default::SmartDefault;
@@ -269,12 +269,36 @@ impl MaskPolicy for RegionPolicy {
     fn diagnostics(&self) -> Vec<(String, f64)> {
         self.diagnostics.report()
     }
+
+    fn save_state(&self, out: &mut StateOut) -> Result<()> {
+        let partition =
+            self.partition.as_ref().map(|(round, ids)| (*round, ids.iter().map(|(t, _)| *t).collect::<Vec<_>>()));
+        out.put("partition", &partition)?;
+        let regions: Vec<Option<Tensor>> =
+            self.partition.iter().flat_map(|(_, ids)| ids.iter().map(|(_, r)| Some(r.shallow_clone()))).collect();
+        out.put_tensor_list("partition_regions", &regions)?;
+        out.put("levels", &self.levels)?;
+        out.put("shared", &self.shared)?;
+        out.put("coverage", &self.diagnostics)
+    }
+
+    fn load_state(&mut self, saved: &StateIn) -> Result<()> {
+        let partition: Option<(u64, Vec<usize>)> = saved.get("partition")?;
+        let regions = saved.tensor_list("partition_regions")?;
+        self.partition = partition.map(|(round, tensors)| {
+            (round, tensors.into_iter().zip(regions).filter_map(|(t, r)| r.map(|r| (t, r))).collect())
+        });
+        self.levels = saved.get("levels")?;
+        self.shared = saved.get("shared")?;
+        self.diagnostics = saved.get("coverage")?;
+        Ok(())
+    }
 }
 
 /// The paper's coverage diagnostics (§3, eq. 3; Assumption 6; Figs. 3–4): Γ_q per region,
 /// |S_q|, the running Γ* and S*, and τ_q (the longest run of rounds a client has gone without
 /// training a region).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Serialize, Deserialize)]
 struct Coverage {
     round: Option<u64>,
     gamma: Vec<u64>,

@@ -9,7 +9,7 @@
 //! is full.
 
 use fl_core::tch::{Kind, Tensor};
-use fl_core::{InvalidKey, Mask, MaskCtx, MaskPolicy, Result, Validate};
+use fl_core::{InvalidKey, Mask, MaskCtx, MaskPolicy, Result, StateIn, StateOut, Validate};
 use serde::{Deserialize, Serialize};
 use smart_default::SmartDefault;
 
@@ -152,6 +152,37 @@ impl MaskPolicy for TopMagnitude {
         let masks = self.masks.as_ref().expect("computed above");
         let chosen = if at_l { &masks.l } else { &masks.s };
         Ok(Mask::Elementwise(chosen.iter().map(|m| m.as_ref().map(Tensor::shallow_clone)).collect()))
+    }
+
+    fn save_state(&self, out: &mut StateOut) -> Result<()> {
+        out.put("round", &self.masks.as_ref().map(|m| m.round))?;
+        if let Some(m) = &self.masks {
+            out.put_tensor_list("l", &m.l)?;
+            out.put_tensor_list("s", &m.s)?;
+        }
+        out.put("levels", &self.levels)?;
+        out.put("previous_version", &self.previous.as_ref().map(|(v, _)| *v))?;
+        if let Some((_, p)) = &self.previous {
+            // Tensors the masks do not cover are undefined placeholders.
+            let kept: Vec<Option<Tensor>> = p.iter().map(|t| t.defined().then(|| t.shallow_clone())).collect();
+            out.put_tensor_list("previous", &kept)?;
+        }
+        Ok(())
+    }
+
+    fn load_state(&mut self, saved: &StateIn) -> Result<()> {
+        self.masks = match saved.get::<Option<u64>>("round")? {
+            Some(round) => Some(RoundMasks { round, l: saved.tensor_list("l")?, s: saved.tensor_list("s")? }),
+            None => None,
+        };
+        self.levels = saved.get("levels")?;
+        self.previous = match saved.get::<Option<u64>>("previous_version")? {
+            Some(v) => {
+                Some((v, saved.tensor_list("previous")?.into_iter().map(|t| t.unwrap_or_else(Tensor::new)).collect()))
+            }
+            None => None,
+        };
+        Ok(())
     }
 }
 

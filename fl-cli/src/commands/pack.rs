@@ -8,7 +8,7 @@ use anyhow::{Result, bail};
 use fl_core::engine::pack::RunPack;
 use fl_core::{Experiment, RunOptions, Simulation};
 
-use super::run::{parse_device, parse_workers, simulate};
+use super::run::{Checkpoints, parse_device, parse_workers, simulate};
 use crate::args::PackArgs;
 use crate::output::say;
 use crate::run_dir::{Reserved, RunDir};
@@ -29,7 +29,7 @@ pub fn pack(args: &PackArgs) -> Result<()> {
     // Every run joins the pack before any starts: the pack waits for all its members.
     let mut runs: Vec<(PathBuf, Result<Member>)> = Vec::new();
     for dir in &args.dirs {
-        let built = RunDir::reserve(dir, args.force).and_then(|reserved| {
+        let built = RunDir::reserve(dir, args.force, false).and_then(|reserved| {
             let experiment = Experiment::from_file(&dir.join(EXPERIMENT_FILE))?;
             let sim = experiment.build_in(&opts, &pack)?;
             Ok((experiment, sim, reserved))
@@ -45,7 +45,15 @@ pub fn pack(args: &PackArgs) -> Result<()> {
                     let dir = dir.clone();
                     move || {
                         let (experiment, sim, reserved) = built?;
-                        simulate(&experiment, &dir.join(EXPERIMENT_FILE), sim, opts, reserved, true)
+                        simulate(
+                            &experiment,
+                            &dir.join(EXPERIMENT_FILE),
+                            sim,
+                            opts,
+                            reserved,
+                            Checkpoints::default(),
+                            true,
+                        )
                     }
                 });
                 (dir, run)

@@ -23,12 +23,21 @@ pub fn run(args: &RunArgs) -> Result<()> {
         None => default_dir(&experiment.name, &args.file)?,
     };
     // Before any work: a directory another process writes, or a run it would overwrite, fails now.
-    let reserved = RunDir::reserve(&out, args.force)?;
+    let reserved = RunDir::reserve(&out, args.force, args.resume)?;
     let opts = RunOptions { device, workers, data_dir: fl_build::data_dir() };
     let sim = experiment.build(&opts)?;
-    let line = simulate(&experiment, &args.file, sim, &opts, reserved, args.quiet)?;
+    let checkpoints = Checkpoints { resume: args.resume, every_s: args.checkpoint_every.0 };
+    let line = simulate(&experiment, &args.file, sim, &opts, reserved, checkpoints, args.quiet)?;
     crate::output::say(&format!("{line}\n"))?;
     Ok(())
+}
+
+/// Whether a run resumes from its directory's checkpoint, and how often it writes one.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Checkpoints {
+    pub(super) resume: bool,
+    /// Host seconds between checkpoints; none: no checkpoints.
+    pub(super) every_s: Option<f64>,
 }
 
 /// Runs `sim` (built from `experiment`, read from `file`) into the reserved run directory;
@@ -39,6 +48,7 @@ pub(super) fn simulate(
     mut sim: Simulation,
     opts: &RunOptions,
     out: Reserved,
+    checkpoints: Checkpoints,
     quiet: bool,
 ) -> Result<String> {
     let manifest = json!({
@@ -53,7 +63,22 @@ pub(super) fn simulate(
         "cuda_available": Cuda::is_available(),
         "fl_version": env!("CARGO_PKG_VERSION"),
     });
-    let mut run_dir = RunDir::create(out, &experiment.resolved_toml()?, manifest)?;
+    let config = experiment.resolved_toml()?;
+    let mut run_dir = if checkpoints.resume {
+        let (run_dir, checkpoint) = RunDir::resume(out, &config, manifest)?;
+        match checkpoint {
+            Some(checkpoint) => {
+                let at = run_dir.path().join("checkpoint");
+                sim.restore(&checkpoint).with_context(|| format!("resuming from {}", at.display()))?;
+                eprintln!("resuming {} at version {}", run_dir.path().display(), checkpoint.version());
+            }
+            None => eprintln!("{}: no checkpoint, starting from the beginning", run_dir.path().display()),
+        }
+        run_dir
+    } else {
+        RunDir::create(out, &config, manifest)?
+    };
+    run_dir.checkpoint_every(checkpoints.every_s);
     let summary = {
         let mut progress = Progress::new(sim.planned_aggregations(), quiet, &mut run_dir);
         let summary = sim.run(&mut progress).with_context(|| format!("running {}", file.display()))?;

@@ -74,9 +74,34 @@ impl CohortSlot {
         CohortSlot { state: Mutex::new(State::Packed(ticket)) }
     }
 
+    /// A cohort trained before (a resumed run's): job `i`'s outcome is `outcomes[i]`.
+    pub(crate) fn done(outcomes: Vec<TrainOutcome>) -> Self {
+        CohortSlot { state: Mutex::new(State::Done(outcomes.into_iter().map(Some).collect())) }
+    }
+
     /// Waits for the cohort and takes the outcome of its job `i`; a failure of the cohort is
     /// every job's failure.
     pub(crate) fn take(&self, i: usize) -> std::result::Result<TrainOutcome, JobFailure> {
+        self.settled(i, Option::take)
+    }
+
+    /// Waits for the cohort and returns job `i`'s outcome, leaving it for [`CohortSlot::take`]
+    /// (a checkpoint saves the outcomes of jobs still in flight).
+    pub(crate) fn outcome(&self, i: usize) -> std::result::Result<TrainOutcome, JobFailure> {
+        self.settled(i, |o| {
+            o.as_ref().map(|o| TrainOutcome {
+                params: o.params.shallow_clone(),
+                mean_loss: o.mean_loss,
+                steps: o.steps,
+            })
+        })
+    }
+
+    fn settled(
+        &self,
+        i: usize,
+        read: impl FnOnce(&mut Option<TrainOutcome>) -> Option<TrainOutcome>,
+    ) -> std::result::Result<TrainOutcome, JobFailure> {
         let mut state = self.state.lock().map_err(|_| JobFailure::ResultPoisoned)?;
         *state = match std::mem::replace(&mut *state, State::Done(Vec::new())) {
             State::Training(handle) => match handle.wait() {
@@ -91,9 +116,7 @@ impl CohortSlot {
             settled => settled,
         };
         match &mut *state {
-            State::Done(outcomes) => {
-                outcomes.get_mut(i).and_then(Option::take).ok_or(JobFailure::NoOutcome { index: i })
-            }
+            State::Done(outcomes) => outcomes.get_mut(i).and_then(read).ok_or(JobFailure::NoOutcome { index: i }),
             State::Failed(e) => Err(JobFailure::Cohort(Box::new(e.clone()))),
             State::Training(_) | State::Packed(_) => unreachable!("waited above"),
         }

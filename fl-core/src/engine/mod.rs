@@ -8,6 +8,7 @@
 //! derived from the run seed, so the same configuration and seed give the same metrics whatever
 //! the number of workers.
 
+mod checkpoint;
 pub mod cohort;
 mod eval;
 mod host;
@@ -22,6 +23,7 @@ use std::sync::Arc;
 
 use tch::{Device, Tensor};
 
+pub use checkpoint::Checkpoint;
 pub use eval::evaluate;
 pub use pool::{JobHandle, WorkerPool};
 pub use record::{ClientStats, EvalConfig, EvalRecord, Observer, RejectedUpdate, RunConfig, Summary};
@@ -83,6 +85,13 @@ pub struct Setup {
 pub struct Simulation {
     scheduler: Box<dyn Scheduler>,
     world: World,
+    device: Device,
+    /// Restored from a checkpoint: the start (first evaluation, first dispatches) is past.
+    resumed: bool,
+    /// The version of the last checkpoint, and whether checkpoints are off (a component
+    /// cannot save its state, or the run is one of a pack).
+    checkpointed: u64,
+    checkpoints_off: bool,
 }
 
 impl Simulation {
@@ -165,8 +174,8 @@ impl Simulation {
             cohort_cap,
             deferred: Vec::new(),
             pack,
-            notes: unsaid.iter().copied().collect(),
-            unsaid,
+            notes: unsaid.iter().map(|n| n.to_string()).collect(),
+            unsaid: unsaid.iter().map(|n| n.to_string()).collect(),
             sched_rng: rng::stream(seed, &[tag::SCHEDULER]),
             mask_rng: rng::stream(seed, &[tag::MASK]),
             now: 0,
@@ -192,7 +201,7 @@ impl Simulation {
             sched_diagnostics: BTreeMap::new(),
         };
         world.check_job_durations()?;
-        Ok(Simulation { scheduler, world })
+        Ok(Simulation { scheduler, world, device, resumed: false, checkpointed: 0, checkpoints_off: false })
     }
 
     /// Aggregations the run will make if nothing stops it early: the smaller of the
@@ -214,6 +223,50 @@ impl Simulation {
         self.world.version
     }
 
+    /// Puts this run, freshly built from the configuration and seed `checkpoint` was saved
+    /// under, where the checkpoint left it; [`Simulation::run`] then goes on from there,
+    /// reporting only the evaluations that follow. Fails if the checkpoint is unreadable, comes
+    /// from another setup, or a component refuses its state.
+    pub fn restore(&mut self, checkpoint: &Checkpoint) -> Result<()> {
+        if self.resumed || self.world.jobs > 0 {
+            return Err(Error::component("checkpoint", "restores only into a run that has not started"));
+        }
+        checkpoint::restore(&mut self.world, &mut *self.scheduler, checkpoint, self.device)?;
+        self.resumed = true;
+        self.checkpointed = checkpoint.version();
+        Ok(())
+    }
+
+    /// Saves a checkpoint for `observer` if it wants one and the run has aggregated since the
+    /// last; a component that cannot save its state turns checkpoints off, with a note.
+    fn checkpoint(&mut self, observer: &mut dyn Observer) -> Result<()> {
+        if self.checkpoints_off || self.world.version == self.checkpointed || !observer.wants_checkpoint() {
+            return Ok(());
+        }
+        if self.world.pack.is_some() {
+            self.checkpoints_off = true;
+            observer.on_note("runs of a pack write no checkpoints: an interrupted pack starts again");
+            return Ok(());
+        }
+        for note in self.world.unsaid.drain(..) {
+            observer.on_note(&note);
+        }
+        match checkpoint::save(&self.world, &*self.scheduler) {
+            Ok(cp) => {
+                self.checkpointed = self.world.version;
+                observer.on_checkpoint(&cp)
+            }
+            Err(Error::NotResumable { component }) => {
+                self.checkpoints_off = true;
+                observer.on_note(&format!(
+                    "no checkpoints: the {component} keeps state it cannot save, so this run cannot resume"
+                ));
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// Runs to the end, reporting each evaluation to `observer`. A run of a pack leaves it at
     /// the end, failed or not, so that the others no longer wait for it.
     pub fn run(&mut self, observer: &mut dyn Observer) -> Result<Summary> {
@@ -221,7 +274,7 @@ impl Simulation {
         self.world.pack = None;
         // Notes made on the way to an error (a rejected update before a divergence) still say.
         for note in self.world.unsaid.drain(..) {
-            observer.on_note(note);
+            observer.on_note(&note);
         }
         summary
     }
@@ -231,14 +284,17 @@ impl Simulation {
         let planned = self.planned_aggregations();
         let w = &mut self.world;
         w.planned = planned;
-        if let Some(every) = w.eval.every_virtual_s {
-            w.queue.push(ticks(every), Event::Eval);
+        if !self.resumed {
+            if let Some(every) = w.eval.every_virtual_s {
+                w.queue.push(ticks(every), Event::Eval);
+            }
+            w.evaluate(observer)?;
+            self.scheduler.on_start(&mut Host { world: &mut self.world, observer })?;
         }
-        w.evaluate(observer)?;
-        self.scheduler.on_start(&mut Host { world: &mut self.world, observer })?;
         while !self.world.stopped {
+            self.checkpoint(observer)?;
             for note in self.world.unsaid.drain(..) {
-                observer.on_note(note);
+                observer.on_note(&note);
             }
             let Some((at, event)) = self.world.queue.pop() else { break };
             if let Some(limit) = self.world.run.max_virtual_time_s.map(ticks) {

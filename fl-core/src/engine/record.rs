@@ -119,6 +119,18 @@ pub trait Observer {
     /// A client update the server rejected because it held NaN or infinite values (counted in
     /// [`EvalRecord::rejected_updates`] too; a note says so once).
     fn on_rejected(&mut self, _update: &RejectedUpdate) {}
+
+    /// Whether the run should save a checkpoint now: asked between events, after each
+    /// aggregation (the engine never reads the host clock; the observer may). Never by default.
+    fn wants_checkpoint(&mut self) -> bool {
+        false
+    }
+
+    /// A checkpoint to keep: the run resumes from it with [`super::Simulation::restore`]. It
+    /// comes after every evaluation it holds was reported to [`Observer::on_eval`].
+    fn on_checkpoint(&mut self, _checkpoint: &super::Checkpoint) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// A client update rejected before aggregation for holding NaN or infinite values.

@@ -47,6 +47,7 @@ fn within_clock(client: usize, seconds: f64) -> Result<()> {
 const NON_FINITE_UPDATES: &str = "client updates with NaN or infinite values were rejected before aggregation \
      (counted in metrics.csv's rejected_updates; the learning rate may be too large)";
 
+#[derive(Clone, Copy, serde::Serialize, serde::Deserialize)]
 pub(super) enum Event {
     Arrival(u64),
     /// A job asks for the newest global model mid-training.
@@ -81,6 +82,10 @@ pub(super) struct InFlight {
     /// Share of the work done before the pull, if the job pulls.
     pub(super) pull_share: Option<f64>,
     pub(super) pulled_version: Option<u64>,
+    /// The model it pulled (its mask's part), kept for checkpoints.
+    pub(super) pulled: Option<ParamSet>,
+    /// The delay its trainer reads ([`TrainJob::delay`]).
+    pub(super) delay: f64,
     pub(super) multiplicity: u32,
     pub(super) transfer_bytes: f64,
     /// Bytes relayed each way across a split during training.
@@ -132,8 +137,8 @@ pub(crate) struct World {
     pub(super) deferred: Vec<(u64, TrainJob)>,
     pub(super) pack: Option<PackMember>,
     /// Notes for the run log, each said once.
-    pub(super) notes: BTreeSet<&'static str>,
-    pub(super) unsaid: Vec<&'static str>,
+    pub(super) notes: BTreeSet<String>,
+    pub(super) unsaid: Vec<String>,
     pub(super) sched_rng: Rng,
     pub(super) mask_rng: Rng,
     pub(super) now: Tick,
@@ -241,42 +246,20 @@ impl World {
         let mut mask_rng = self.mask_rng.clone();
         let mask = self.mask_for(client, choice, &mut mask_rng)?;
         self.mask_rng = mask_rng;
-        let c = &self.clients[client];
         let job = self.jobs;
         self.jobs += 1;
-        let mut job_rng = rng::stream(self.seed, &[tag::JOB, client as u64, job]);
+        let start = mask.extract(&base);
+        let (train_job, jitter) = self.train_job(client, job, &start, &mask, base_version, how.delay);
         let cost = self.job_cost(client, &mask);
         let bytes = cost.up_bytes;
-        let phases = self.profiles[client].phases(&cost).scaled(self.devices.jitter_factor(&mut job_rng));
+        let phases = self.profiles[client].phases(&cost).scaled(jitter);
         within_clock(client, phases.total_s())?;
-        let noise = TensorNoise::new(rng::derive_seed(self.seed, &[tag::JOB, client as u64, job, 1]));
-        let start = mask.extract(&base);
-        let grad_mask = match &mask {
-            Mask::Elementwise(ms) => Some(ms.iter().map(|m| m.as_ref().map(Tensor::shallow_clone)).collect()),
-            _ => None,
-        };
-        let train_job = TrainJob {
-            model: Arc::clone(&self.model),
-            params: start.shallow_clone(),
-            grad_mask,
-            data: self.train.shallow_clone(),
-            indices: c.indices.shallow_clone(),
-            rng: job_rng,
-            noise,
-            version: base_version,
-            delay: how.delay,
-        };
         let work = match pull_share {
             Some(share) => {
                 if self.cohort_cap > 1 {
                     self.note("jobs that pull the global model mid-training train alone (cohorts of one)");
                 }
-                let trainer = Arc::clone(&self.trainer);
-                Work::Session(self.pool.submit(move || -> Result<Box<dyn TrainSession>> {
-                    let mut session = trainer.start(vec![train_job])?;
-                    session.run_until(share)?;
-                    Ok(session)
-                }))
+                Work::Session(self.session(train_job, share, None))
             }
             None => {
                 self.deferred.push((job, train_job));
@@ -301,6 +284,8 @@ impl World {
                 phases,
                 pull_share,
                 pulled_version: None,
+                pulled: None,
+                delay: how.delay,
                 multiplicity: how.multiplicity.max(1),
                 transfer_bytes: bytes,
                 relay_bytes: cost.relay_bytes,
@@ -318,6 +303,54 @@ impl World {
         Ok(())
     }
 
+    /// The training inputs of job `job` of `client`, starting from `start` (the mask's part
+    /// of the model of version `version`), and the job's duration jitter, the first draw of
+    /// its stream: a deterministic function of the run seed, the client and the job number,
+    /// so that a resumed run rebuilds the jobs it had in flight exactly.
+    pub(super) fn train_job(
+        &self,
+        client: usize,
+        job: u64,
+        start: &ParamSet,
+        mask: &Mask,
+        version: u64,
+        delay: f64,
+    ) -> (TrainJob, f64) {
+        let mut job_rng = rng::stream(self.seed, &[tag::JOB, client as u64, job]);
+        let jitter = self.devices.jitter_factor(&mut job_rng);
+        let grad_mask = match mask {
+            Mask::Elementwise(ms) => Some(ms.iter().map(|m| m.as_ref().map(Tensor::shallow_clone)).collect()),
+            _ => None,
+        };
+        let job = TrainJob {
+            model: Arc::clone(&self.model),
+            params: start.shallow_clone(),
+            grad_mask,
+            data: self.train.shallow_clone(),
+            indices: self.clients[client].indices.shallow_clone(),
+            rng: job_rng,
+            noise: TensorNoise::new(rng::derive_seed(self.seed, &[tag::JOB, client as u64, job, 1])),
+            version,
+            delay,
+        };
+        (job, jitter)
+    }
+
+    /// Trains `job` alone in a session of its own up to `share` of its work, on a worker; with
+    /// `pulled`, a resumed job that had pulled: it merges that model there and trains to the end.
+    pub(super) fn session(&self, job: TrainJob, share: f64, pulled: Option<(ParamSet, PullInfo)>) -> SessionHandle {
+        let trainer = Arc::clone(&self.trainer);
+        self.pool.submit(move || -> Result<Box<dyn TrainSession>> {
+            let mut session = trainer.start(vec![job])?;
+            session.run_until(share)?;
+            if let Some((params, info)) = pulled {
+                session.merge_pulled(&params, info)?;
+                session.run_until(1.0)?;
+            }
+            Ok(session)
+        })
+    }
+
     /// A job's mid-training request: the global model current *now* is what it receives (if
     /// newer than its start, after a second download); the rest of its work then resumes.
     pub(super) fn pull(&mut self, job: u64) -> Result<()> {
@@ -331,10 +364,11 @@ impl World {
             (f.mask.extract(&self.global), info)
         });
         let mut resume_at = self.now;
-        if pulled.is_some() {
+        if let Some((params, _)) = &pulled {
             resume_at += ticks(f.phases.down_s);
             self.bytes_down += f.transfer_bytes;
             f.pulled_version = Some(self.version);
+            f.pulled = Some(params.shallow_clone());
         }
         let mut session = session;
         f.work = Work::Session(self.pool.submit(move || -> Result<Box<dyn TrainSession>> {
@@ -367,8 +401,8 @@ impl World {
 
     /// Says `note` in the run log, once per run.
     pub(super) fn note(&mut self, note: &'static str) {
-        if self.notes.insert(note) {
-            self.unsaid.push(note);
+        if self.notes.insert(note.to_string()) {
+            self.unsaid.push(note.to_string());
         }
     }
 

@@ -35,6 +35,8 @@ impl Aggregator for BufferedMean {
         }
         Ok(x)
     }
+
+    fl_core::stateless!();
 }
 
 fl_core::register!(Aggregator "buffered-mean" => BufferedMean::new(BufferedMeanConfig),

@@ -70,6 +70,8 @@ impl Aggregator for CoverageMean {
             }
         }))
     }
+
+    fl_core::stateless!();
 }
 
 fl_core::register!(Aggregator "coverage-mean" => CoverageMean::new(CoverageMeanConfig),

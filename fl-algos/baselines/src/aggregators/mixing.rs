@@ -131,6 +131,8 @@ impl Aggregator for AsyncMix {
             Combine::Mean => self.mean(global, updates, ctx),
         })
     }
+
+    fl_core::stateless!();
 }
 
 fl_core::register!(Aggregator "async-mix" => AsyncMix::new(AsyncMixConfig),

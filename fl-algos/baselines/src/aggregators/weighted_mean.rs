@@ -82,6 +82,8 @@ impl Aggregator for WeightedMean {
         }
         Ok(global.add_scaled(&step, self.cfg.server_lr))
     }
+
+    fl_core::stateless!();
 }
 
 fl_core::register!(Aggregator "weighted-mean" => WeightedMean::new(WeightedMeanConfig),

@@ -88,6 +88,8 @@ impl Scheduler for AsyncUpdates {
     fn max_in_flight(&self, clients: usize) -> usize {
         self.cfg.concurrency.unwrap_or(DEFAULT_MAX_CONCURRENCY).min(clients)
     }
+
+    fl_core::stateless!();
 }
 
 fl_core::register!(Scheduler "async" => AsyncUpdates::new(AsyncConfig),

@@ -2,7 +2,7 @@
 //! replacement, waits for all of them, aggregates, and starts the next round. A round lasts as
 //! long as its slowest client.
 
-use fl_core::{InvalidKey, Result, SchedCtx, Scheduler, Validate};
+use fl_core::{InvalidKey, Result, SchedCtx, Scheduler, StateIn, StateOut, Validate};
 use rand::seq::index;
 use serde::{Deserialize, Serialize};
 use smart_default::SmartDefault;
@@ -89,6 +89,17 @@ impl Scheduler for SyncRounds {
 
     fn max_in_flight(&self, clients: usize) -> usize {
         self.per_round(clients)
+    }
+
+    fn save_state(&self, out: &mut StateOut) -> Result<()> {
+        out.put("round", &self.round)?;
+        out.put("awaiting", &self.awaiting)
+    }
+
+    fn load_state(&mut self, saved: &StateIn) -> Result<()> {
+        self.round = saved.get("round")?;
+        self.awaiting = saved.get("awaiting")?;
+        Ok(())
     }
 }
 
