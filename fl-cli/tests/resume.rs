@@ -168,3 +168,115 @@ fn a_checkpoint_restores_only_into_the_setup_it_came_from() {
     bytes[0] = b'X';
     assert!(Checkpoint::from_bytes(bytes).is_err());
 }
+
+/// `fl run` killed with SIGKILL at several moments (one of them likely inside a checkpoint
+/// write) and resumed each time with `--resume` ends with the same `metrics.csv` and
+/// `events.jsonl`, byte for byte, and the same summary as a run that was never stopped.
+#[test]
+fn fl_run_killed_repeatedly_and_resumed_writes_what_an_uninterrupted_run_writes() {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("fedbuff.toml");
+    std::fs::write(
+        &file,
+        "name = \"killed\"\nseed = 4\nclients = 12\nmethod = \"fedbuff\"\n[scheduler]\nbuffer = 3\naggregations = 60\n\
+         [dataset]\nname = \"mnist\"\ntrain_samples = 3000\ntest_samples = 500\n[model]\nname = \"mlp\"\nhidden = [32]\n\
+         [eval]\nevery_aggregations = 2\n",
+    )
+    .unwrap();
+    let fl = |out: &std::path::Path, extra: &[&str]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_fl"));
+        c.arg("run").arg(&file).arg("--out").arg(out).args(["--quiet", "--device", "cpu", "--workers", "2"]);
+        c.args(extra).stdout(Stdio::null()).stderr(Stdio::piped());
+        c
+    };
+    let (straight, killed) = (tmp.path().join("straight"), tmp.path().join("killed"));
+    let o = fl(&straight, &["--checkpoint-every", "never"]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+
+    let rows =
+        |dir: &std::path::Path| std::fs::read_to_string(dir.join("metrics.csv")).map_or(0, |s| s.lines().count());
+    let mut kills = 0;
+    for stop_after_rows in [4, 9, 14, 20] {
+        let resume: &[&str] = if kills == 0 { &[] } else { &["--resume"] };
+        let mut child = fl(&killed, &[resume, &["--checkpoint-every", "0"]].concat()).spawn().unwrap();
+        let start = Instant::now();
+        while rows(&killed) < stop_after_rows && child.try_wait().unwrap().is_none() {
+            assert!(start.elapsed() < Duration::from_secs(120), "no progress");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        kills += 1;
+    }
+    assert!(kills >= 2, "the run ended before it could be killed twice");
+    let o = fl(&killed, &[]).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("--resume"), "a plain run over an interrupted one: {err}");
+    let o = fl(&killed, &["--resume"]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+
+    for name in ["metrics.csv", "events.jsonl"] {
+        let (a, b) = (std::fs::read(straight.join(name)).unwrap(), std::fs::read(killed.join(name)).unwrap());
+        assert!(a == b, "{name} differs after {kills} kills");
+    }
+    let summary = |dir: &std::path::Path| {
+        let mut v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+        v.as_object_mut().unwrap().remove("wall_time_s");
+        v
+    };
+    assert_eq!(summary(&straight), summary(&killed));
+    assert!(!killed.join("checkpoint").exists(), "a finished run keeps no checkpoint");
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(killed.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["resumed"].as_array().map(Vec::len), Some(kills));
+    let timing = std::fs::read_to_string(killed.join("timing.csv")).unwrap();
+    assert_eq!(timing.lines().count(), rows(&killed), "one timing row per metrics row");
+}
+
+/// `--resume` refuses a config other than the one the run started with.
+#[test]
+fn fl_run_resume_refuses_a_changed_config() {
+    use std::process::Command;
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("e.toml");
+    let text = |rounds: u32| {
+        format!(
+            "name = \"e\"\nseed = 1\nclients = 3\nmethod = \"fedavg\"\n[scheduler]\nrounds = {rounds}\n[dataset]\n\
+             name = \"mnist\"\ntrain_samples = 300\ntest_samples = 100\n[model]\nname = \"mlp\"\nhidden = [8]\n"
+        )
+    };
+    let out = tmp.path().join("out");
+    let fl = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_fl"))
+            .arg("run")
+            .arg(&file)
+            .arg("--out")
+            .arg(&out)
+            .args(["--quiet", "--device", "cpu"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    std::fs::write(&file, text(3)).unwrap();
+    assert!(fl(&[]).status.success());
+    let metrics = std::fs::read(out.join("metrics.csv")).unwrap();
+    // Interrupted before its first checkpoint (a finished run keeps none): it starts over.
+    std::fs::remove_file(out.join("summary.json")).unwrap();
+    let o = fl(&["--resume"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no checkpoint, starting from the beginning"));
+    assert_eq!(std::fs::read(out.join("metrics.csv")).unwrap(), metrics);
+    // Interrupted again, then the config changes.
+    std::fs::remove_file(out.join("summary.json")).unwrap();
+    std::fs::write(&file, text(4)).unwrap();
+    let o = fl(&["--resume"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("config.toml") && err.contains("resumes only"), "{err}");
+}

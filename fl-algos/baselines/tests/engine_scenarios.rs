@@ -527,3 +527,81 @@ fn fedbuff_keeps_its_concurrency_with_clients_drawn_from_the_idle_ones() {
     assert!(merges.iter().all(|m| m.1.len() == 3), "{merges:?}");
     assert_eq!((summary.aggregations, summary.updates), (4, 12));
 }
+
+/// Every client trains in a loop, each job pulling the newest model halfway; every arrival is
+/// merged; 12 aggregations.
+struct LoopingPulls;
+
+impl Scheduler for LoopingPulls {
+    fn on_start(&mut self, ctx: &mut SchedCtx) -> Result<()> {
+        (0..ctx.num_clients()).try_for_each(|c| ctx.dispatch_with_pull(c, 0.5))
+    }
+    fn on_arrival(&mut self, ctx: &mut SchedCtx, client: usize) -> Result<()> {
+        ctx.aggregate()?;
+        if ctx.version() >= 12 {
+            ctx.stop();
+            return Ok(());
+        }
+        ctx.dispatch_with_pull(client, 0.5)
+    }
+    fl_core::stateless!();
+}
+
+/// Keeps the records and a checkpoint after every aggregation.
+#[derive(Default)]
+struct Checkpoints {
+    records: Vec<EvalRecord>,
+    saved: Vec<fl_core::engine::Checkpoint>,
+    take: bool,
+}
+
+impl fl_core::Observer for Checkpoints {
+    fn on_eval(&mut self, record: &EvalRecord, _: &[(String, f64)]) -> Result<()> {
+        self.records.push(record.clone());
+        Ok(())
+    }
+    fn wants_checkpoint(&mut self) -> bool {
+        self.take
+    }
+    fn on_checkpoint(&mut self, c: &fl_core::engine::Checkpoint) -> Result<()> {
+        self.saved.push(fl_core::engine::Checkpoint::from_bytes(c.bytes().to_vec())?);
+        Ok(())
+    }
+}
+
+#[test]
+fn jobs_that_pull_resume_before_and_after_their_pull() {
+    let build = || {
+        let agg = Box::new(WeightedMean::new(WeightedMeanConfig::default()));
+        let mut s = with_clients(
+            Box::new(LoopingPulls),
+            agg,
+            Box::new(Constant),
+            vec![vec![0, 1, 2], vec![3], vec![4, 5]],
+            48.0,
+        );
+        s.eval = EvalConfig { every_aggregations: Some(1), ..EvalConfig::default() };
+        Simulation::new(s).unwrap()
+    };
+    let csv = |r: &[EvalRecord]| r.iter().map(EvalRecord::csv_row).collect::<Vec<_>>();
+    let mut straight = Checkpoints::default();
+    build().run(&mut straight).unwrap();
+    let mut saving = Checkpoints { take: true, ..Default::default() };
+    build().run(&mut saving).unwrap();
+    assert_eq!(csv(&saving.records), csv(&straight.records));
+    assert!(saving.saved.len() >= 10);
+    // Every checkpoint: some hold jobs before their pull, some after it (pulled models saved).
+    for cp in &saving.saved {
+        let mut sim = build();
+        sim.restore(cp).unwrap();
+        let mut resumed = Checkpoints::default();
+        sim.run(&mut resumed).unwrap();
+        let before = cp.evaluations().unwrap().len();
+        assert_eq!(csv(&resumed.records), csv(&straight.records[before..]), "resumed at version {}", cp.version());
+        assert!(sim.global().equal(&{
+            let mut s = build();
+            s.run(&mut ()).unwrap();
+            s.global().shallow_clone()
+        }));
+    }
+}

@@ -58,9 +58,9 @@ pub enum Arg<'a> {
 }
 
 /// The arguments of `fl` that run a prepared run directory:
-/// `run <run dir>/experiment.toml --out <run dir> --device D --workers N --quiet --force`:
-/// `--force` because the runner runs only what is not done, over whatever an interrupted
-/// attempt left.
+/// `run <run dir>/experiment.toml --out <run dir> --device D --workers N --quiet --resume`:
+/// the runner runs only what is not done, and a run an earlier attempt left unfinished goes on
+/// from its last checkpoint ([`prepare`] starts it over if its experiment changed since).
 pub fn fl_run_args(device: &str) -> Vec<Arg<'_>> {
     use Arg::{ExperimentFile, RunDir, Word, Workers};
     vec![
@@ -73,17 +73,21 @@ pub fn fl_run_args(device: &str) -> Vec<Arg<'_>> {
         Word("--workers"),
         Workers,
         Word("--quiet"),
-        Word("--force"),
+        Word("--resume"),
     ]
 }
 
 /// Makes `run`'s directory ready for `fl`: creates it, removes a summary left by an earlier
 /// experiment (so that an interrupted run never looks finished) and writes the experiment
-/// file, whose path it returns.
+/// file, whose path it returns. Where the experiment differs from the one an interrupted
+/// attempt ran, that attempt's config goes too, so `fl run --resume` starts over.
 pub fn prepare(run: &PlannedRun) -> Result<PathBuf> {
     std::fs::create_dir_all(&run.dir).with_context(|| format!("creating {}", run.dir.display()))?;
     let _ = std::fs::remove_file(run.dir.join(SUMMARY_FILE));
     let file = run.dir.join(EXPERIMENT_FILE);
+    if std::fs::read_to_string(&file).is_ok_and(|earlier| earlier != run.experiment) {
+        let _ = std::fs::remove_file(run.dir.join("config.toml"));
+    }
     std::fs::write(&file, &run.experiment).with_context(|| format!("writing {}", file.display()))?;
     Ok(file)
 }
@@ -146,7 +150,12 @@ impl Runner {
             Arg::Workers => OsString::from(&workers),
         });
         let log_path = run.dir.join(LOG_FILE);
-        let log = File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
+        // Appended to: a resumed run's log keeps the attempts before it.
+        let log = File::options()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .with_context(|| format!("opening {}", log_path.display()))?;
         let status = Command::new(&self.fl)
             .args(args)
             .stdout(Stdio::from(log.try_clone()?))

@@ -313,7 +313,7 @@ echo '{"best_accuracy":0.5,"final_accuracy":0.5,"final_loss":1.0,"wall_time_s":1
         assert!(script.contains(&format!("\n#SBATCH --output=\"{}/%A_%a.out\"\n", logs.display())), "{script}");
         assert!(logs.is_dir(), "Slurm does not create the directory of --output");
         assert!(!script.contains('@'), "a mark left unfilled: {script}");
-        let command = "\"$fl\" run \"$run_dir/experiment.toml\" --out \"$run_dir\" --device cpu --workers \"$workers\" --quiet --force";
+        let command = "\"$fl\" run \"$run_dir/experiment.toml\" --out \"$run_dir\" --device cpu --workers \"$workers\" --quiet --resume";
         assert!(script.contains(command), "{script}");
     }
 
@@ -358,7 +358,7 @@ echo '{"best_accuracy":0.5,"final_accuracy":0.5,"final_loss":1.0,"wall_time_s":1
         let dir = runs[1].dir.display();
         assert_eq!(
             argv,
-            format!("run\n{dir}/experiment.toml\n--out\n{dir}\n--device\ncpu\n--workers\n2\n--quiet\n--force\n")
+            format!("run\n{dir}/experiment.toml\n--out\n{dir}\n--device\ncpu\n--workers\n2\n--quiet\n--resume\n")
         );
         assert_eq!(local[EXPERIMENT_FILE], b"seed = 2\n");
         assert_eq!(String::from_utf8_lossy(&local[LOG_FILE]), format!("training {dir}/experiment.toml\n"));
