@@ -173,6 +173,7 @@ fn a_checkpoint_restores_only_into_the_setup_it_came_from() {
 /// write) and resumed each time with `--resume` ends with the same `metrics.csv` and
 /// `events.jsonl`, byte for byte, and the same summary as a run that was never stopped.
 #[test]
+#[allow(clippy::disallowed_methods)] // reason: a time cap on the child process, not the simulation's clock
 fn fl_run_killed_repeatedly_and_resumed_writes_what_an_uninterrupted_run_writes() {
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
