@@ -57,26 +57,48 @@ pub struct RunArgs {
     /// from the start if it wrote none); the config must be the one it started with.
     #[arg(long)]
     pub resume: bool,
-    /// Host seconds between checkpoints (0: after every aggregation; `never`: none).
-    #[arg(long, default_value = "300", value_parser = parse_checkpoint_every)]
+    /// How often to write a checkpoint: `300` or `300s` host seconds, `20agg` aggregations,
+    /// `500vs` virtual seconds (0: after every aggregation), or `never`.
+    #[arg(long, default_value = "300s", value_parser = parse_checkpoint_every)]
     pub checkpoint_every: CheckpointEvery,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
 }
 
-/// `--checkpoint-every`: host seconds between checkpoints, or none.
+/// `--checkpoint-every`: the cadence of checkpoints, or none.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct CheckpointEvery(pub Option<f64>);
+pub struct CheckpointEvery(pub Option<Cadence>);
+
+/// When a run writes a checkpoint (the engine offers one after each aggregation).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Cadence {
+    /// Host seconds since the last checkpoint: bounds the work a crash loses.
+    HostSeconds(f64),
+    /// Aggregations since the last: checkpoints at the same versions in every run.
+    Aggregations(u64),
+    /// Virtual seconds since the last: at the same virtual times in every run.
+    VirtualSeconds(f64),
+}
 
 fn parse_checkpoint_every(s: &str) -> Result<CheckpointEvery, String> {
     if s == "never" {
         return Ok(CheckpointEvery(None));
     }
-    match s.parse::<f64>() {
-        Ok(x) if x >= 0.0 && x.is_finite() => Ok(CheckpointEvery(Some(x))),
-        _ => Err(format!("expected a number of seconds (at least 0) or `never`, got `{s}`")),
-    }
+    let bad = || {
+        format!(
+            "expected 300 or 300s (host seconds), 20agg (aggregations), 500vs (virtual seconds) or never, got `{s}`"
+        )
+    };
+    let seconds = |x: &str| x.parse::<f64>().ok().filter(|x| *x >= 0.0 && x.is_finite());
+    let cadence = if let Some(n) = s.strip_suffix("agg") {
+        Cadence::Aggregations(n.parse().map_err(|_| bad())?)
+    } else if let Some(x) = s.strip_suffix("vs") {
+        Cadence::VirtualSeconds(seconds(x).ok_or_else(bad)?)
+    } else {
+        Cadence::HostSeconds(seconds(s.strip_suffix('s').unwrap_or(s)).ok_or_else(bad)?)
+    };
+    Ok(CheckpointEvery(Some(cadence)))
 }
 
 #[derive(Debug, clap::Args)]
@@ -107,4 +129,22 @@ pub enum DataCommand {
         #[arg(long)]
         json: bool,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checkpoint_cadences_parse_by_unit_and_refuse_the_rest() {
+        let p = |s: &str| parse_checkpoint_every(s).map(|c| c.0);
+        assert_eq!(p("300"), Ok(Some(Cadence::HostSeconds(300.0))));
+        assert_eq!(p("0.5s"), Ok(Some(Cadence::HostSeconds(0.5))));
+        assert_eq!(p("20agg"), Ok(Some(Cadence::Aggregations(20))));
+        assert_eq!(p("500vs"), Ok(Some(Cadence::VirtualSeconds(500.0))));
+        assert_eq!(p("never"), Ok(None));
+        for bad in ["", "-1", "nan", "inf", "1.5agg", "-2agg", "10x", "s", "vs"] {
+            assert!(p(bad).is_err(), "{bad:?} was accepted");
+        }
+    }
 }

@@ -46,8 +46,8 @@ impl Observer for Progress<'_> {
         self.inner.on_rejected(update);
     }
 
-    fn wants_checkpoint(&mut self) -> bool {
-        self.inner.wants_checkpoint()
+    fn wants_checkpoint(&mut self, version: u64, virtual_time_s: f64) -> bool {
+        self.inner.wants_checkpoint(version, virtual_time_s)
     }
 
     fn on_checkpoint(&mut self, checkpoint: &fl_core::engine::Checkpoint) -> fl_core::Result<()> {

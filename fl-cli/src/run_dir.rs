@@ -31,6 +31,7 @@ use fl_core::{EvalRecord, Observer, Summary};
 use fl_record::SummaryFile;
 use serde_json::json;
 
+use crate::args::Cadence;
 use crate::timing::Stopwatch;
 
 /// The lock file of a run directory, held for the life of the process that writes it.
@@ -66,15 +67,18 @@ pub struct RunDir {
     clock: Stopwatch,
     /// Wall seconds the run had spent before this process (a resumed run's).
     earlier_wall_s: f64,
-    /// Host seconds between checkpoints (none: no checkpoints), and since the last one.
-    checkpoint_every_s: Option<f64>,
+    /// How often checkpoints are written (none: never), and where the last one was: host
+    /// time, version and virtual time.
+    checkpoint_every: Option<Cadence>,
     since_checkpoint: Stopwatch,
+    last_checkpoint: (u64, f64),
 }
 
 /// `checkpoint/files.json`: what the records held when the checkpoint was written.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct CheckpointFiles {
     version: u64,
+    virtual_time_s: f64,
     metrics_bytes: u64,
     timing_bytes: u64,
     events_bytes: u64,
@@ -153,8 +157,9 @@ impl RunDir {
             events,
             clock: Stopwatch::start(),
             earlier_wall_s: 0.0,
-            checkpoint_every_s: None,
+            checkpoint_every: None,
             since_checkpoint: Stopwatch::start(),
+            last_checkpoint: (0, 0.0),
         })
     }
 
@@ -216,6 +221,7 @@ impl RunDir {
         }
         write_json(&dir.join("manifest.json"), &manifest_file)?;
         let Reserved { dir, lock } = reserved;
+        let last_checkpoint = (checkpoint.version(), files.virtual_time_s);
         let run_dir = RunDir {
             dir,
             _lock: lock,
@@ -224,16 +230,17 @@ impl RunDir {
             events,
             clock: Stopwatch::start(),
             earlier_wall_s: files.wall_time_s,
-            checkpoint_every_s: None,
+            checkpoint_every: None,
             since_checkpoint: Stopwatch::start(),
+            last_checkpoint,
         };
         Ok((run_dir, Some(checkpoint)))
     }
 
-    /// Writes a checkpoint when the engine asks and `every_s` host seconds have passed since
-    /// the last (0: at every request); none: never.
-    pub fn checkpoint_every(&mut self, every_s: Option<f64>) {
-        self.checkpoint_every_s = every_s;
+    /// Writes a checkpoint when the engine offers one and `every` has passed since the last
+    /// (0: at every offer); none: never.
+    pub fn checkpoint_every(&mut self, every: Option<Cadence>) {
+        self.checkpoint_every = every;
     }
 
     /// Flushes the records to disk, then writes `checkpoint` with their lengths beside it
@@ -245,6 +252,7 @@ impl RunDir {
         }
         let files = CheckpointFiles {
             version: checkpoint.version(),
+            virtual_time_s: self.last_checkpoint.1,
             metrics_bytes: self.metrics.get_ref().metadata()?.len(),
             timing_bytes: self.timing.get_ref().metadata()?.len(),
             events_bytes: self.events.get_ref().metadata()?.len(),
@@ -326,8 +334,18 @@ impl Observer for RunDir {
         let _ = writeln!(self.events, "{line}").and_then(|()| self.events.flush());
     }
 
-    fn wants_checkpoint(&mut self) -> bool {
-        self.checkpoint_every_s.is_some_and(|every| self.since_checkpoint.elapsed_s() >= every)
+    fn wants_checkpoint(&mut self, version: u64, virtual_time_s: f64) -> bool {
+        let (last_version, last_time) = self.last_checkpoint;
+        let due = match self.checkpoint_every {
+            None => false,
+            Some(Cadence::HostSeconds(s)) => self.since_checkpoint.elapsed_s() >= s,
+            Some(Cadence::Aggregations(n)) => version >= last_version + n,
+            Some(Cadence::VirtualSeconds(s)) => virtual_time_s >= last_time + s,
+        };
+        if due {
+            self.last_checkpoint = (version, virtual_time_s);
+        }
+        due
     }
 
     fn on_checkpoint(&mut self, checkpoint: &Checkpoint) -> fl_core::Result<()> {

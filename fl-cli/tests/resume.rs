@@ -34,7 +34,7 @@ impl Observer for Recorder {
         assert!(!note.starts_with("no checkpoints"), "{note}");
     }
 
-    fn wants_checkpoint(&mut self) -> bool {
+    fn wants_checkpoint(&mut self, _: u64, _: f64) -> bool {
         self.every_aggregation
     }
 
@@ -169,22 +169,32 @@ fn a_checkpoint_restores_only_into_the_setup_it_came_from() {
     assert!(Checkpoint::from_bytes(bytes).is_err());
 }
 
-/// `fl run` killed with SIGKILL at several moments (one of them likely inside a checkpoint
-/// write) and resumed each time with `--resume` ends with the same `metrics.csv` and
-/// `events.jsonl`, byte for byte, and the same summary as a run that was never stopped.
+/// `fl run` killed with SIGKILL at several moments (some likely inside a checkpoint write)
+/// and resumed each time with `--resume` ends with the same `metrics.csv` and `events.jsonl`,
+/// byte for byte, and the same summary as a run that was never stopped: a synchronous, a
+/// buffered asynchronous, an asynchronous masked and a stale-start scheduler, each under a
+/// checkpoint cadence of its own.
 #[test]
-#[allow(clippy::disallowed_methods)] // reason: a time cap on the child process, not the simulation's clock
 fn fl_run_killed_repeatedly_and_resumed_writes_what_an_uninterrupted_run_writes() {
+    for (method, cadence) in [("fedavg", "0"), ("fedbuff", "3agg"), ("fed-raa", "0"), ("asyncnc-afl", "2vs")] {
+        killed_and_resumed(method, cadence);
+    }
+}
+
+#[allow(clippy::disallowed_methods)] // reason: a time cap on the child process, not the simulation's clock
+fn killed_and_resumed(method: &str, cadence: &str) {
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
 
     let tmp = tempfile::tempdir().unwrap();
-    let file = tmp.path().join("fedbuff.toml");
+    let file = tmp.path().join("e.toml");
     std::fs::write(
         &file,
-        "name = \"killed\"\nseed = 4\nclients = 12\nmethod = \"fedbuff\"\n[scheduler]\nbuffer = 3\naggregations = 60\n\
-         [dataset]\nname = \"mnist\"\ntrain_samples = 3000\ntest_samples = 500\n[model]\nname = \"mlp\"\nhidden = [32]\n\
-         [eval]\nevery_aggregations = 2\n",
+        format!(
+            "name = \"killed\"\nseed = 4\nclients = 12\nmethod = \"{method}\"\n[dataset]\nname = \"mnist\"\n\
+             train_samples = 3000\ntest_samples = 500\n[model]\nname = \"mlp\"\nhidden = [32]\n\
+             [eval]\nevery_aggregations = 2\n[run]\nmax_aggregations = 40\n"
+        ),
     )
     .unwrap();
     let fl = |out: &std::path::Path, extra: &[&str]| {
@@ -195,17 +205,17 @@ fn fl_run_killed_repeatedly_and_resumed_writes_what_an_uninterrupted_run_writes(
     };
     let (straight, killed) = (tmp.path().join("straight"), tmp.path().join("killed"));
     let o = fl(&straight, &["--checkpoint-every", "never"]).output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{method}: {}", String::from_utf8_lossy(&o.stderr));
 
     let rows =
         |dir: &std::path::Path| std::fs::read_to_string(dir.join("metrics.csv")).map_or(0, |s| s.lines().count());
     let mut kills = 0;
-    for stop_after_rows in [4, 9, 14, 20] {
+    for stop_after_rows in [4, 8, 12, 16] {
         let resume: &[&str] = if kills == 0 { &[] } else { &["--resume"] };
-        let mut child = fl(&killed, &[resume, &["--checkpoint-every", "0"]].concat()).spawn().unwrap();
+        let mut child = fl(&killed, &[resume, &["--checkpoint-every", cadence]].concat()).spawn().unwrap();
         let start = Instant::now();
         while rows(&killed) < stop_after_rows && child.try_wait().unwrap().is_none() {
-            assert!(start.elapsed() < Duration::from_secs(120), "no progress");
+            assert!(start.elapsed() < Duration::from_secs(120), "{method}: no progress");
             std::thread::sleep(Duration::from_millis(5));
         }
         if child.try_wait().unwrap().is_some() {
@@ -215,16 +225,16 @@ fn fl_run_killed_repeatedly_and_resumed_writes_what_an_uninterrupted_run_writes(
         child.wait().unwrap();
         kills += 1;
     }
-    assert!(kills >= 2, "the run ended before it could be killed twice");
+    assert!(kills >= 2, "{method}: the run ended before it could be killed twice");
     let o = fl(&killed, &[]).output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success() && err.contains("--resume"), "a plain run over an interrupted one: {err}");
-    let o = fl(&killed, &["--resume"]).output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!o.status.success() && err.contains("--resume"), "{method}: a plain run over an interrupted one: {err}");
+    let o = fl(&killed, &["--resume", "--checkpoint-every", cadence]).output().unwrap();
+    assert!(o.status.success(), "{method}: {}", String::from_utf8_lossy(&o.stderr));
 
     for name in ["metrics.csv", "events.jsonl"] {
         let (a, b) = (std::fs::read(straight.join(name)).unwrap(), std::fs::read(killed.join(name)).unwrap());
-        assert!(a == b, "{name} differs after {kills} kills");
+        assert!(a == b, "{method}: {name} differs after {kills} kills");
     }
     let summary = |dir: &std::path::Path| {
         let mut v: serde_json::Value =
@@ -232,13 +242,13 @@ fn fl_run_killed_repeatedly_and_resumed_writes_what_an_uninterrupted_run_writes(
         v.as_object_mut().unwrap().remove("wall_time_s");
         v
     };
-    assert_eq!(summary(&straight), summary(&killed));
-    assert!(!killed.join("checkpoint").exists(), "a finished run keeps no checkpoint");
+    assert_eq!(summary(&straight), summary(&killed), "{method}");
+    assert!(!killed.join("checkpoint").exists(), "{method}: a finished run keeps no checkpoint");
     let manifest: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(killed.join("manifest.json")).unwrap()).unwrap();
-    assert_eq!(manifest["resumed"].as_array().map(Vec::len), Some(kills));
+    assert_eq!(manifest["resumed"].as_array().map(Vec::len), Some(kills), "{method}");
     let timing = std::fs::read_to_string(killed.join("timing.csv")).unwrap();
-    assert_eq!(timing.lines().count(), rows(&killed), "one timing row per metrics row");
+    assert_eq!(timing.lines().count(), rows(&killed), "{method}: one timing row per metrics row");
 }
 
 /// `--resume` refuses a config other than the one the run started with.

@@ -560,7 +560,7 @@ impl fl_core::Observer for Checkpoints {
         self.records.push(record.clone());
         Ok(())
     }
-    fn wants_checkpoint(&mut self) -> bool {
+    fn wants_checkpoint(&mut self, _: u64, _: f64) -> bool {
         self.take
     }
     fn on_checkpoint(&mut self, c: &fl_core::engine::Checkpoint) -> Result<()> {

@@ -26,7 +26,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let reserved = RunDir::reserve(&out, args.force, args.resume)?;
     let opts = RunOptions { device, workers, data_dir: fl_build::data_dir() };
     let sim = experiment.build(&opts)?;
-    let checkpoints = Checkpoints { resume: args.resume, every_s: args.checkpoint_every.0 };
+    let checkpoints = Checkpoints { resume: args.resume, every: args.checkpoint_every.0 };
     let line = simulate(&experiment, &args.file, sim, &opts, reserved, checkpoints, args.quiet)?;
     crate::output::say(&format!("{line}\n"))?;
     Ok(())
@@ -36,8 +36,8 @@ pub fn run(args: &RunArgs) -> Result<()> {
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct Checkpoints {
     pub(super) resume: bool,
-    /// Host seconds between checkpoints; none: no checkpoints.
-    pub(super) every_s: Option<f64>,
+    /// How often to write one; none: never.
+    pub(super) every: Option<crate::args::Cadence>,
 }
 
 /// Runs `sim` (built from `experiment`, read from `file`) into the reserved run directory;
@@ -78,7 +78,7 @@ pub(super) fn simulate(
     } else {
         RunDir::create(out, &config, manifest)?
     };
-    run_dir.checkpoint_every(checkpoints.every_s);
+    run_dir.checkpoint_every(checkpoints.every);
     let summary = {
         let mut progress = Progress::new(sim.planned_aggregations(), quiet, &mut run_dir);
         let summary = sim.run(&mut progress).with_context(|| format!("running {}", file.display()))?;

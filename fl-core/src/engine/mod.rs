@@ -240,7 +240,8 @@ impl Simulation {
     /// Saves a checkpoint for `observer` if it wants one and the run has aggregated since the
     /// last; a component that cannot save its state turns checkpoints off, with a note.
     fn checkpoint(&mut self, observer: &mut dyn Observer) -> Result<()> {
-        if self.checkpoints_off || self.world.version == self.checkpointed || !observer.wants_checkpoint() {
+        let (version, now) = (self.world.version, crate::clock::seconds(self.world.now));
+        if self.checkpoints_off || version == self.checkpointed || !observer.wants_checkpoint(version, now) {
             return Ok(());
         }
         if self.world.pack.is_some() {

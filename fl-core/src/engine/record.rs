@@ -120,9 +120,10 @@ pub trait Observer {
     /// [`EvalRecord::rejected_updates`] too; a note says so once).
     fn on_rejected(&mut self, _update: &RejectedUpdate) {}
 
-    /// Whether the run should save a checkpoint now: asked between events, after each
-    /// aggregation (the engine never reads the host clock; the observer may). Never by default.
-    fn wants_checkpoint(&mut self) -> bool {
+    /// Whether the run should save a checkpoint now, at global version `version` and virtual
+    /// time `virtual_time_s`: asked between events, after each aggregation (the engine never
+    /// reads the host clock; the observer may). Never by default.
+    fn wants_checkpoint(&mut self, _version: u64, _virtual_time_s: f64) -> bool {
         false
     }
 
