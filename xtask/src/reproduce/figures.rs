@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
-use super::grid::{DatasetEntry, Figure, Grid, PanelSpec, Sweep, group};
+use super::grid::{DatasetEntry, Figure, Grid, PanelSpec, group};
 use super::outcome::Outcome;
 use super::report::{Expected, Results};
 use crate::plot::{Panel, Series, SeriesStyle, write_png};
@@ -221,7 +221,7 @@ pub fn write_sweeps(
             .iter()
             .flat_map(|(dataset, entry)| sweep.metrics.iter().map(move |m| (dataset, entry, m)))
             .filter_map(|(dataset, entry, metric)| {
-                let lines = sweep_lines(sweep, dataset, entry, metric, results);
+                let lines = sweep_points(&sweep.run, &sweep.x, &sweep.series, dataset, entry, metric, results);
                 if lines.is_empty() {
                     return None;
                 }
@@ -277,10 +277,13 @@ fn sweep_y_range(metric: &str, series: &[Series]) -> (f64, f64) {
 /// The least span, in accuracy points, of a sweep's accuracy axis.
 const MIN_ACCURACY_SPAN: f64 = 5.0;
 
-/// The lines of a sweep panel: per value of the series coordinate, (x, metric) of the finished
-/// runs of the sweep's row, in x order. Runs that never reached the target have no time point.
-fn sweep_lines(
-    sweep: &Sweep,
+/// The lines of a sweep panel (and a trend's curves): per value of the `series` coordinate,
+/// (`x`, metric) of the finished runs of row `run` (seed 1), in x order; accuracy in points.
+/// Runs that never reached the target have no time point.
+pub fn sweep_points(
+    run: &str,
+    x: &str,
+    series: &str,
     dataset: &str,
     entry: &DatasetEntry,
     metric: &str,
@@ -288,17 +291,17 @@ fn sweep_lines(
 ) -> BTreeMap<String, Vec<(f64, f64)>> {
     let mut lines: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
     for setting in entry.all_settings() {
-        let (Some(&x), Some(&line)) = (setting.coords.get(&sweep.x), setting.coords.get(&sweep.series)) else {
+        let (Some(&x), Some(&line)) = (setting.coords.get(x), setting.coords.get(series)) else {
             continue;
         };
-        let key = format!("{}/{}", group(dataset, &setting.id), sweep.run);
+        let key = format!("{}/{}", group(dataset, &setting.id), run);
         let Some(o) = results.outcomes.get(&key).and_then(|o| o.first()) else { continue };
         let y = match metric {
             "time_to_target" => o.time_to_target_s,
             _ => Some(o.best_accuracy * 100.0),
         };
         if let Some(y) = y {
-            lines.entry(format!("{} = {line}", sweep.series)).or_default().push((x, y));
+            lines.entry(format!("{series} = {line}")).or_default().push((x, y));
         }
     }
     for points in lines.values_mut() {
@@ -373,9 +376,10 @@ mod tests {
             ("d-other/ours".to_string(), vec![outcome(Some(1.0))]),
         ]);
         let results = Results { scale: "s", runs: &[], outcomes, missing: BTreeMap::new() };
-        let lines = sweep_lines(&grid.sweeps[0], "d", &grid.datasets["d"], "time_to_target", &results);
+        let sw = &grid.sweeps[0];
+        let lines = sweep_points(&sw.run, &sw.x, &sw.series, "d", &grid.datasets["d"], "time_to_target", &results);
         assert_eq!(lines, BTreeMap::from([("M = 2".to_string(), vec![(0.1, 100.0), (0.9, 300.0)])]));
-        let acc = sweep_lines(&grid.sweeps[0], "d", &grid.datasets["d"], "best_accuracy", &results);
+        let acc = sweep_points(&sw.run, &sw.x, &sw.series, "d", &grid.datasets["d"], "best_accuracy", &results);
         assert_eq!(acc["M = 4"], vec![(0.1, 90.0)]);
     }
 

@@ -31,6 +31,8 @@ pub struct Grid {
     #[serde(default)]
     pub sweeps: Vec<Sweep>,
     #[serde(default)]
+    pub trends: Vec<Trend>,
+    #[serde(default)]
     pub variants: BTreeMap<String, Variant>,
 }
 
@@ -281,6 +283,65 @@ impl Ordering {
     }
 }
 
+/// An expected shape of one row's metric along a grid coordinate (the paper's sweep figures):
+/// for each dataset and each value of `series`, the points in `x` order (seed 1, as the sweep
+/// figure shows them) must have `shape`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Trend {
+    /// Its section in the paper's findings.md, when something is known of it.
+    pub id: Option<String>,
+    pub what: String,
+    pub run: String,
+    pub x: String,
+    pub series: String,
+    pub metric: OrderMetric,
+    pub shape: Shape,
+    /// The datasets it is checked on (default: every dataset of the grid).
+    pub datasets: Option<Vec<String>>,
+    /// ε, in the unit shown (accuracy points, virtual seconds), by which a step may go the
+    /// wrong way; 0: strict.
+    #[serde(default)]
+    pub tolerance: f64,
+    #[serde(default)]
+    pub holds_in: Quorum,
+    #[serde(default)]
+    pub known: Option<String>,
+}
+
+/// The shape a [`Trend`] expects of a curve y(x).
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Shape {
+    /// Every step up: y[i+1] > y[i] (or ≥ y[i] − ε).
+    Rising,
+    /// Every step down: y[i+1] < y[i] (or ≤ y[i] + ε).
+    Falling,
+    /// No gain from the first x to the last: y[last] ≤ y[first] + ε.
+    NoGain,
+    /// Stable, then a sharp drop: the last step is a drop, larger than every earlier step's.
+    DropAtEnd,
+}
+
+impl Shape {
+    /// Whether `ys` (in x order) has the shape, with tolerance `eps`; none when the curve has
+    /// too few points to tell.
+    pub fn holds(self, ys: &[f64], eps: f64) -> Option<bool> {
+        let steps: Vec<f64> = ys.windows(2).map(|w| w[1] - w[0]).collect();
+        let within = |d: f64| if eps > 0.0 { d >= -eps } else { d > 0.0 };
+        match self {
+            Shape::Rising if !steps.is_empty() => Some(steps.iter().all(|&d| within(d))),
+            Shape::Falling if !steps.is_empty() => Some(steps.iter().all(|&d| within(-d))),
+            Shape::NoGain if ys.len() >= 2 => Some(ys[ys.len() - 1] <= ys[0] + eps),
+            Shape::DropAtEnd if steps.len() >= 2 => {
+                let (last, earlier) = steps.split_last().expect("two steps");
+                Some(*last < 0.0 && earlier.iter().all(|&d| -d < -last))
+            }
+            _ => None,
+        }
+    }
+}
+
 /// How many cells an ordering must hold in: `every` one, or `most` (more than half), for a
 /// paper whose claim is a tendency with exceptions of its own.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
@@ -422,6 +483,9 @@ impl Grid {
         };
         for (i, ordering) in grid.orderings.iter().enumerate() {
             unknown(format!("orderings[{i}].chains"), ordering.chains.iter().flatten().collect())?;
+        }
+        for (i, trend) in grid.trends.iter().enumerate() {
+            unknown(format!("trends[{i}].run"), vec![&trend.run])?;
         }
         for (i, figure) in grid.figures.iter().enumerate() {
             for (j, panel) in figure.panels.iter().enumerate() {
@@ -593,6 +657,22 @@ fn set_path(table: &mut Table, dotted: &str, value: Value) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn shapes_read_a_curve_as_the_paper_describes_it() {
+        use super::Shape::*;
+        assert_eq!(Rising.holds(&[1.0, 2.0, 3.0], 0.0), Some(true));
+        assert_eq!(Rising.holds(&[1.0, 1.0, 3.0], 0.0), Some(false), "a tie is not a rise");
+        assert_eq!(Rising.holds(&[1.0, 0.5, 3.0], 0.5), Some(true), "a dip within ε");
+        assert_eq!(Rising.holds(&[1.0], 0.0), None, "one point shows no trend");
+        assert_eq!(Falling.holds(&[3.0, 2.0, 2.5], 0.0), Some(false));
+        assert_eq!(NoGain.holds(&[97.2, 96.7, 95.7], 0.0), Some(true));
+        assert_eq!(NoGain.holds(&[95.0, 96.0], 0.5), Some(false));
+        assert_eq!(DropAtEnd.holds(&[96.1, 96.1, 96.0, 95.7, 95.1], 0.0), Some(true));
+        assert_eq!(DropAtEnd.holds(&[97.2, 97.2, 97.1, 96.6, 96.2], 0.0), Some(false), "the drop before is larger");
+        assert_eq!(DropAtEnd.holds(&[95.0, 96.0], 0.0), None);
+        assert_eq!(DropAtEnd.holds(&[95.0, 96.0, 97.0], 0.0), Some(false), "no drop at all");
+    }
+
     use super::*;
 
     const GRID: &str = r#"

@@ -40,7 +40,8 @@ pub fn write_report(grid: &Grid, expected: &Expected, results: &Results, o: &Opt
     let notes = Notes { findings: findings.as_ref(), variants: &o.variants };
     let tables = write_tables(grid, expected, results, &notes, &heading, dir)?;
     let mut checks = report::evaluate_checks(grid, results);
-    let orderings = report::evaluate_orderings(grid, results, findings.as_ref());
+    let mut orderings = report::evaluate_orderings(grid, results, findings.as_ref());
+    orderings.extend(report::evaluate_trends(grid, results, findings.as_ref()));
     let names = figures::run_names(grid, expected);
     let mut figures = figures::write_figures(grid, &names, results, dir)?;
     figures.extend(figures::write_sweeps(grid, &names, results, dir)?);

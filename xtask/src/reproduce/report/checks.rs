@@ -3,6 +3,7 @@
 
 use std::fmt::Write as _;
 
+use crate::reproduce::figures::sweep_points;
 use crate::reproduce::grid::{Grid, OrderMetric, Quorum, group};
 use crate::reproduce::outcome::Outcome;
 
@@ -145,17 +146,76 @@ pub fn evaluate_orderings(grid: &Grid, results: &Results, findings: Option<&Find
                 let _ = write!(detail, "; not in: {}", broken.join("; "));
             }
             let passed = (total > 0).then_some(ordering.holds_in.met(holds, total));
-            if let (Some(false), Some(known)) = (passed, &ordering.known) {
-                let _ = write!(detail, ". Known: {known}");
-                if let (Some(f), Some(id)) = (findings, &ordering.id) {
-                    if f.has(id) {
-                        let _ = write!(detail, " ([findings]({}#{id}))", f.link);
-                    }
-                }
-            }
+            add_known(&mut detail, passed, ordering.known.as_deref(), ordering.id.as_deref(), findings);
             Verdict { what: ordering.what.clone(), passed, detail }
         })
         .collect()
+}
+
+/// The grid's trends: each curve (dataset, series value) of the row along its coordinate, in
+/// the sweep figures' points (seed 1).
+pub fn evaluate_trends(grid: &Grid, results: &Results, findings: Option<&Findings>) -> Vec<Verdict> {
+    grid.trends
+        .iter()
+        .map(|trend| {
+            let (mut holds, mut total, mut broken) = (0, 0, Vec::new());
+            let metric = match trend.metric {
+                OrderMetric::BestAccuracy => "best_accuracy",
+                OrderMetric::TimeToTarget => "time_to_target",
+            };
+            let on = |d: &String| trend.datasets.as_ref().is_none_or(|ds| ds.contains(d));
+            for (dataset, entry) in grid.datasets.iter().filter(|(d, _)| on(d)) {
+                let curves = sweep_points(&trend.run, &trend.x, &trend.series, dataset, entry, metric, results);
+                for (label, points) in curves {
+                    let ys: Vec<f64> = points.iter().map(|p| p.1).collect();
+                    let Some(ok) = trend.shape.holds(&ys, trend.tolerance) else { continue };
+                    total += 1;
+                    if ok {
+                        holds += 1;
+                    } else {
+                        let shown: Vec<String> = points.iter().map(|(x, y)| format!("{x}: {y:.1}")).collect();
+                        broken.push(format!("{dataset} {label} ({} = {})", trend.x, shown.join(", ")));
+                    }
+                }
+            }
+            let missing: Vec<&str> = grid
+                .datasets
+                .keys()
+                .filter(|d| on(d))
+                .filter_map(|d| results.missing.get(d).map(|m| m.title.as_str()))
+                .collect();
+            if total == 0 && !missing.is_empty() {
+                let detail = format!("not checked: needs {}", missing.join(", "));
+                return Verdict { what: trend.what.clone(), passed: None, detail };
+            }
+            let unit = if trend.metric == OrderMetric::BestAccuracy { "points" } else { "s" };
+            let mut detail = format!("holds in {holds} of {total} curves (seed 1)");
+            if trend.tolerance > 0.0 {
+                let _ = write!(detail, " (within ε = {} {unit})", trend.tolerance);
+            }
+            if trend.holds_in == Quorum::Most {
+                detail.push_str(" (needs more than half)");
+            }
+            if !broken.is_empty() {
+                let _ = write!(detail, "; not in: {}", broken.join("; "));
+            }
+            let passed = (total > 0).then_some(trend.holds_in.met(holds, total));
+            add_known(&mut detail, passed, trend.known.as_deref(), trend.id.as_deref(), findings);
+            Verdict { what: trend.what.clone(), passed, detail }
+        })
+        .collect()
+}
+
+/// Appends what is known of a failed verdict, with a link to its findings section.
+fn add_known(detail: &mut String, passed: Option<bool>, known: Option<&str>, id: Option<&str>, f: Option<&Findings>) {
+    if let (Some(false), Some(known)) = (passed, known) {
+        let _ = write!(detail, ". Known: {known}");
+        if let (Some(f), Some(id)) = (f, id) {
+            if f.has(id) {
+                let _ = write!(detail, " ([findings]({}#{id}))", f.link);
+            }
+        }
+    }
 }
 
 /// The Markdown list of verdicts.
@@ -273,5 +333,77 @@ mod tests {
         // No seed in common: nothing to compare.
         let v = compare(vec![seeded(2, 0.90)], vec![seeded(1, 0.82)]);
         assert_eq!((v[0].passed, v[0].detail.as_str()), (None, "holds in 0 of 0 (within ε = 1 points)"));
+    }
+
+    #[test]
+    fn trends_check_each_curve_of_a_row_along_its_coordinate() {
+        let grid: Grid = toml::from_str(
+            r#"
+            paper = "p"
+            title = "t"
+            rows = []
+            scales = {}
+            [datasets.m]
+            base = "b.toml"
+            settings = [
+                { id = "b1-m2", coords = { beta = 0.1, M = 2 } },
+                { id = "b5-m2", coords = { beta = 0.5, M = 2 } },
+                { id = "b9-m2", coords = { beta = 0.9, M = 2 } },
+                { id = "b1-m4", coords = { beta = 0.1, M = 4 } },
+                { id = "b5-m4", coords = { beta = 0.5, M = 4 } },
+                { id = "b9-m4", coords = { beta = 0.9, M = 4 } },
+            ]
+            [[trends]]
+            what = "time rises with beta"
+            run = "r"
+            x = "beta"
+            series = "M"
+            metric = "time_to_target"
+            shape = "rising"
+            tolerance = 5.0
+            known = "noise"
+            [[trends]]
+            what = "accuracy drops at the last beta"
+            run = "r"
+            x = "beta"
+            series = "M"
+            metric = "best_accuracy"
+            shape = "drop_at_end"
+            "#,
+        )
+        .unwrap();
+        // (setting, time to target, best accuracy)
+        let cells = [
+            ("b1-m2", 110.0, 0.97),
+            ("b5-m2", 104.0, 0.969),
+            ("b9-m2", 230.0, 0.96),
+            ("b1-m4", 125.0, 0.96),
+            ("b5-m4", 119.0, 0.95),
+            ("b9-m4", 325.0, 0.948),
+        ];
+        let mut runs = Vec::new();
+        let mut outcomes = BTreeMap::new();
+        for (setting, t, acc) in cells {
+            let mut r = run("m", 0.1, "r");
+            r.setting = setting.into();
+            r.key = format!("{}/r", group("m", setting));
+            outcomes.insert(r.key.clone(), vec![Outcome { time_to_target_s: Some(t), ..outcome(acc, acc) }]);
+            runs.push(r);
+        }
+        let results = Results { scale: "s", runs: &runs, outcomes, missing: BTreeMap::new() };
+        let v = evaluate_trends(&grid, &results, None);
+        // M = 2 dips by 6 s (more than ε = 5), M = 4 by 6 s too: neither rises.
+        assert_eq!(v[0].passed, Some(false));
+        assert!(
+            v[0].detail.starts_with(
+                "holds in 0 of 2 curves (seed 1) (within ε = 5 s); not in: m M = 2 (beta = 0.1: 110.0, 0.5: 104.0, 0.9: 230.0)"
+            ),
+            "{}",
+            v[0].detail
+        );
+        assert!(v[0].detail.ends_with(". Known: noise"), "{}", v[0].detail);
+        // M = 2: drops of 0.1 then 0.9 points, the last the largest; M = 4: 1.0 then 0.2.
+        assert_eq!(v[1].passed, Some(false));
+        assert!(v[1].detail.starts_with("holds in 1 of 2 curves (seed 1); not in: m M = 4"), "{}", v[1].detail);
     }
 }

@@ -15,7 +15,7 @@ mod expected;
 mod results;
 mod table;
 
-pub use checks::{Verdict, evaluate_checks, evaluate_orderings, render_verdicts};
+pub use checks::{Verdict, evaluate_checks, evaluate_orderings, evaluate_trends, render_verdicts};
 pub use expected::{Expected, Findings, PaperTable};
 #[cfg(test)]
 pub use results::fixtures;
