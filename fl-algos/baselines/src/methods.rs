@@ -24,6 +24,16 @@ inventory::submit! {
     }
 }
 
+inventory::submit! {
+    Method {
+        name: "fedlws",
+        summary: "FedLWS: FedAvg's mean, each layer shrunk by γ_l from the spread of the clients' updates (β = 0.03, τ ∈ [0.01, 0.2])",
+        paper: "Shi et al., ICLR 2025",
+        preset: include_str!("../presets/fedlws.toml"),
+        origin: module_path!(),
+    }
+}
+
 // Assumed, as the SplitFed paper fixes neither: a 100 GFLOP/s server, a 50 ms round trip per
 // mini-batch, and the cut after the first layer (fc1 on the client), which suits the MLPs.
 inventory::submit! {

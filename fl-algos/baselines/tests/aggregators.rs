@@ -3,7 +3,7 @@
 
 use fl_algo_baselines::{
     AsyncMix, AsyncMixConfig, BufferedMean, BufferedMeanConfig, Combine, CoverageMean, CoverageMeanConfig, InverseTime,
-    MixTarget, Polynomial, WeightedMean, WeightedMeanConfig, Weighting,
+    LayerShrinking, LayerShrinkingConfig, MixTarget, Polynomial, WeightedMean, WeightedMeanConfig, Weighting,
 };
 use fl_core::registry::{Builder, ComponentKind, Params, Registry};
 use fl_core::tch::Tensor;
@@ -60,6 +60,35 @@ fn assert_close(got: &[Vec<f32>], want: &[Vec<f32>]) {
             assert!((a - b).abs() < 1e-6, "got {got:?}, want {want:?}");
         }
     }
+}
+
+#[test]
+fn layer_shrinking_scales_each_layer_by_its_own_gamma() {
+    // Layers: [fc.weight, fc.bias] (closed by the bias) and [out.weight].
+    // w = fc.weight [3, 4], fc.bias [0], out.weight [2]: ‖w_fc‖ = 5, ‖w_out‖ = 2.
+    // A: n = 1, Δ = [1, 0], [0], [1]; B: n = 3, Δ = [-1, 0], [2], [1]. p = [1/4, 3/4].
+    // Step: fc.weight [-0.5, 0], fc.bias [1.5], out [1]; ‖step_fc‖ = √2.5.
+    // Unweighted mean Δ: fc [0, 0], [1]; out [1]. Spreads: A fc (1, 0, -1) and B fc (-1, 0, 1),
+    // both √2; out 0 for both. β = 0.1: τ_fc = 0.1 √2 (inside [0.01, 0.2]), τ_out = 0 → 0.01.
+    // γ_fc = 5 / (5 + 0.1 √2 · √2.5) = 5 / (5 + √0.05); γ_out = 2 / (2 + 0.01 · 1) = 2 / 2.01.
+    // New: γ_fc · [2.5, 4], γ_fc · [1.5], γ_out · [3].
+    let names = vec!["fc.weight".to_string(), "fc.bias".to_string(), "out.weight".to_string()];
+    let named = |v: &[&[f32]]| ParamSet::new(names.clone(), v.iter().map(|v| Tensor::from_slice(v)).collect()).unwrap();
+    let x = named(&[&[3.0, 4.0], &[0.0], &[2.0]]);
+    let ups = [
+        update(&x, named(&[&[1.0, 0.0], &[0.0], &[1.0]]), Mask::Full, 1, 3),
+        update(&x, named(&[&[-1.0, 0.0], &[2.0], &[1.0]]), Mask::Full, 3, 3),
+    ];
+    let g_fc = (5.0 / (5.0 + 0.05f64.sqrt())) as f32;
+    let g_out = (2.0 / 2.01) as f32;
+    let mut lws = LayerShrinking::new(LayerShrinkingConfig { beta: 0.1, ..Default::default() });
+    let want = [vec![2.5 * g_fc, 4.0 * g_fc], vec![1.5 * g_fc], vec![3.0 * g_out]];
+    assert_close(&aggregate(&mut lws, &x, &ups, &fresh(2)), &want);
+    // β = 1: τ_fc = √2 is clamped to 0.2, so γ_fc = 5 / (5 + 0.2 √2.5).
+    let g_fc = (5.0 / (5.0 + 0.2 * 2.5f64.sqrt())) as f32;
+    let mut lws = LayerShrinking::new(LayerShrinkingConfig { beta: 1.0, ..Default::default() });
+    let want = [vec![2.5 * g_fc, 4.0 * g_fc], vec![1.5 * g_fc], vec![3.0 * g_out]];
+    assert_close(&aggregate(&mut lws, &x, &ups, &fresh(2)), &want);
 }
 
 #[test]

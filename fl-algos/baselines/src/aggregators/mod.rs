@@ -2,5 +2,6 @@
 
 pub mod buffered;
 pub mod coverage_mean;
+pub mod layer_shrinking;
 pub mod mixing;
 pub mod weighted_mean;

@@ -1,0 +1,49 @@
+//! The baselines added for the FedASMU paper each learn on real MNIST, side by side with
+//! FedAvg on the same non-IID federation (10 clients, Dirichlet α = 0.5, an MLP, 20 rounds).
+
+use fl_core::tch::Device;
+use fl_core::{Experiment, RunOptions};
+
+use fl_algos as _;
+use fl_data as _;
+use fl_models as _;
+
+fn best_accuracy(method: &str, extra: &str) -> f64 {
+    let text = format!(
+        r#"
+        seed = 2
+        clients = 10
+        method = "{method}"
+        [dataset]
+        name = "mnist"
+        train_samples = 6000
+        test_samples = 2000
+        [partition]
+        name = "dirichlet"
+        alpha = 0.5
+        min_samples = 20
+        [model]
+        name = "mlp"
+        hidden = [64]
+        [trainer]
+        lr = 0.05
+        batch_size = 32
+        [scheduler]
+        rounds = 20
+        {extra}
+        "#
+    );
+    let e = Experiment::parse(&text, method).unwrap();
+    let opts = RunOptions { device: Device::Cpu, workers: 2, data_dir: fl_build::data_dir() };
+    e.build(&opts).unwrap().run(&mut ()).unwrap().best_accuracy
+}
+
+#[test]
+fn each_new_baseline_learns_as_fedavg_does() {
+    let fedavg = best_accuracy("fedavg", "");
+    assert!(fedavg > 0.85, "FedAvg {fedavg}");
+    for (method, extra) in [("fedlws", "")] {
+        let acc = best_accuracy(method, extra);
+        assert!(acc > 0.85 && acc > fedavg - 0.02, "{method}: best accuracy {acc:.4} (FedAvg {fedavg:.4})");
+    }
+}
