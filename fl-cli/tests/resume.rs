@@ -86,8 +86,9 @@ fn summary_text(s: &Summary) -> String {
 }
 
 /// Every method registered, covering each scheduler, aggregator and mask policy.
-const METHODS: [&str; 19] = [
+const METHODS: [&str; 20] = [
     "fedlws",
+    "port",
     "fedavg",
     "fedprox",
     "fedasync",

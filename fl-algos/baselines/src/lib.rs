@@ -24,6 +24,7 @@ pub use aggregators::buffered::{BufferedMean, BufferedMeanConfig};
 pub use aggregators::coverage_mean::{CoverageMean, CoverageMeanConfig, Uncovered};
 pub use aggregators::layer_shrinking::{LayerShrinking, LayerShrinkingConfig};
 pub use aggregators::mixing::{AsyncMix, AsyncMixConfig, Combine, MixTarget};
+pub use aggregators::port::{Port, PortConfig};
 pub use aggregators::weighted_mean::{WeightedMean, WeightedMeanConfig, Weighting};
 pub use schedulers::async_updates::{AsyncConfig, AsyncUpdates};
 pub use schedulers::sync_rounds::{SyncRounds, SyncRoundsConfig};

@@ -24,6 +24,17 @@ inventory::submit! {
     }
 }
 
+// The buffer is not stated by the paper (Plato's `minimum_clients_aggregated`); FedBuff's K = 10.
+inventory::submit! {
+    Method {
+        name: "port",
+        summary: "PORT: buffer 10 updates, weight each by samples × (agreement with the recent drift + b/(s + b))",
+        paper: "Su and Li, IWQoS 2022",
+        preset: include_str!("../presets/port.toml"),
+        origin: module_path!(),
+    }
+}
+
 inventory::submit! {
     Method {
         name: "fedlws",

@@ -3,7 +3,8 @@
 
 use fl_algo_baselines::{
     AsyncMix, AsyncMixConfig, BufferedMean, BufferedMeanConfig, Combine, CoverageMean, CoverageMeanConfig, InverseTime,
-    LayerShrinking, LayerShrinkingConfig, MixTarget, Polynomial, WeightedMean, WeightedMeanConfig, Weighting,
+    LayerShrinking, LayerShrinkingConfig, MixTarget, Polynomial, Port, PortConfig, WeightedMean, WeightedMeanConfig,
+    Weighting,
 };
 use fl_core::registry::{Builder, ComponentKind, Params, Registry};
 use fl_core::tch::Tensor;
@@ -60,6 +61,33 @@ fn assert_close(got: &[Vec<f32>], want: &[Vec<f32>]) {
             assert!((a - b).abs() < 1e-6, "got {got:?}, want {want:?}");
         }
     }
+}
+
+#[test]
+fn port_weighs_by_samples_agreement_with_the_drift_and_freshness() {
+    let mut port = Port::new(PortConfig::default());
+    let stale = |vs: &[u64]| -> Vec<UpdateStaleness> {
+        vs.iter().map(|&versions| UpdateStaleness { versions, seconds: 0.0, weight: 1.0 }).collect()
+    };
+    let mut at = |version: u64, global: &ParamSet, ups: &[ClientUpdate], s: &[UpdateStaleness]| {
+        let ctx = AggregateCtx { version, num_clients: 3, now: 0, staleness: s };
+        values(&port.aggregate(global, ups, &ctx).unwrap())
+    };
+    // Versions 0 and 1: one update each, weight 1 whatever its terms: [0, 0] → [1, 0] → [1, 1].
+    let g0 = set(&[&[0.0, 0.0]]);
+    assert_close(&at(0, &g0, &[update(&g0, set(&[&[1.0, 0.0]]), Mask::Full, 1, 0)], &stale(&[0])), &[vec![1.0, 0.0]]);
+    let g1 = set(&[&[1.0, 0.0]]);
+    assert_close(&at(1, &g1, &[update(&g1, set(&[&[0.0, 1.0]]), Mask::Full, 1, 1)], &stale(&[0])), &[vec![1.0, 1.0]]);
+    // Version 2: the drift since version 0 is [1, 1].
+    // A: n = 1, s = 0 (cosine not taken: 1), Δ = [1, 0]: raw = 1/4 · (1 + 10/10) = 0.5.
+    // B: n = 3, s = 3, Δ = [-1, 3]: cos = 2 / (√10 √2) = 1/√5, raw = 3/4 · ((1 + 1/√5)/2 + 10/13).
+    // p = raw / Σ raw; the new model is [1, 1] + p_A [1, 0] + p_B [-1, 3].
+    let g2 = set(&[&[1.0, 1.0]]);
+    let ups = [update(&g2, set(&[&[1.0, 0.0]]), Mask::Full, 1, 2), update(&g2, set(&[&[-1.0, 3.0]]), Mask::Full, 3, 0)];
+    let raw_b = 0.75 * ((1.0 + 1.0 / 5f64.sqrt()) / 2.0 + 10.0 / 13.0);
+    let (pa, pb) = (0.5 / (0.5 + raw_b), raw_b / (0.5 + raw_b));
+    let want = vec![(1.0 + pa - pb) as f32, (1.0 + 3.0 * pb) as f32];
+    assert_close(&at(2, &g2, &ups, &stale(&[0, 3])), &[want]);
 }
 
 #[test]

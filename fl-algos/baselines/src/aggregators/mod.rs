@@ -4,4 +4,5 @@ pub mod buffered;
 pub mod coverage_mean;
 pub mod layer_shrinking;
 pub mod mixing;
+pub mod port;
 pub mod weighted_mean;
