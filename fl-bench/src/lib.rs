@@ -60,6 +60,7 @@ impl MlpWorkload {
                 noise: TensorNoise::new(seed),
                 version: 0,
                 delay: 0.0,
+                state: None,
             })
             .expect("training runs");
         out.mean_loss

@@ -41,7 +41,8 @@ fn best_accuracy(method: &str, extra: &str) -> f64 {
 const ROUNDS: &str = "[scheduler]\nrounds = 20";
 
 /// Each new baseline's method name and its keys for this federation.
-const BASELINES: [(&str, &str); 2] = [("fedlws", ROUNDS), ("port", "[scheduler]\naggregations = 20")];
+const BASELINES: [(&str, &str); 3] =
+    [("fedlws", ROUNDS), ("port", "[scheduler]\naggregations = 20"), ("feddyn", ROUNDS)];
 
 #[test]
 fn each_new_baseline_learns_as_fedavg_does() {

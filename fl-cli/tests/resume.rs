@@ -86,7 +86,8 @@ fn summary_text(s: &Summary) -> String {
 }
 
 /// Every method registered, covering each scheduler, aggregator and mask policy.
-const METHODS: [&str; 20] = [
+const METHODS: [&str; 21] = [
+    "feddyn",
     "fedlws",
     "port",
     "fedavg",

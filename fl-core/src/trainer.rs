@@ -53,6 +53,9 @@ pub struct TrainJob {
     /// versions, by the scheduler's choice; 0 when it has none): delay-aware learning rates
     /// divide by 1 + α·d.
     pub delay: f64,
+    /// What the trainer kept of this client's previous job ([`TrainOutcome::state`]: FedDyn's
+    /// gradient estimate, a previous model), on the compute device; none at its first job.
+    pub state: Option<ParamSet>,
 }
 
 /// What a job returns to the engine.
@@ -63,6 +66,9 @@ pub struct TrainOutcome {
     pub mean_loss: f64,
     /// Optimisation steps the job made (fewer than planned if it stopped early).
     pub steps: usize,
+    /// State to hand the client's next job ([`TrainJob::state`]); the engine keeps it per
+    /// client, in host memory, and in checkpoints. None: keep nothing.
+    pub state: Option<ParamSet>,
 }
 
 /// What a session learns about a model pulled mid-training.
@@ -154,6 +160,12 @@ pub trait LocalTrainer: Send + Sync {
     /// The client/server split its jobs train under (split learning), if any.
     fn split(&self) -> Option<&SplitConfig> {
         None
+    }
+
+    /// Model-sized copies of per-client state it keeps between a client's jobs
+    /// ([`TrainOutcome::state`]), for the memory check before the run: 0 by default.
+    fn client_state_copies(&self) -> u64 {
+        0
     }
 
     /// A whole cohort in one segment; one outcome per job, in order.

@@ -28,6 +28,7 @@ fn job(grad_mask: Option<Vec<Option<Tensor>>>) -> TrainJob {
         noise: TensorNoise::new(3),
         version: 0,
         delay: 0.0,
+        state: None,
     }
 }
 
@@ -165,4 +166,55 @@ fn zero_init_only_masking_trains_the_masked_out_weights_from_zero() {
             assert!((f64::from(*g) - w).abs() < 1e-6, "{masking:?}: got {got:?}, want {want:?}");
         }
     }
+}
+
+#[test]
+fn feddyn_adds_its_linear_and_quadratic_terms_and_hands_on_its_state() {
+    // The batch and start of the proximal test: x₀ = (1, 0) of class 0, x₁ = (0, 1) of class 1,
+    // W₀ = [[0.5, 0.5], [0.5, 0.5]], b₀ = (0.3, 0.3), η = 1, two steps; FedDyn's α = 0.5 and the
+    // client's state g = (g_W, g_b) = ([[0.1, 0], [0, 0]], (0, 0.2)). The terms' gradient is
+    // α (θ − θ₀) − g.
+    //
+    // Step 1: the CE gradient is [[−¼, ¼], [¼, −¼]] for W and 0 for b (equal rows); the terms
+    // give −g. W₁ = [[0.85, 0.25], [0.25, 0.75]], b₁ = (0.3, 0.5).
+    // Step 2: x₀'s logits (1.15, 0.75), x₁'s (0.55, 1.25): p − y = (−(1 − s₀), 1 − s₀) with
+    // s₀ = σ(0.4), and (1 − s₁, −(1 − s₁)) with s₁ = σ(0.7). CE gradient: W [[−a, c], [a, −c]]
+    // with a = (1 − s₀)/2 = 0.2006561700, c = (1 − s₁)/2 = 0.1659061140; b (c − a, a − c).
+    // Terms: α (θ₁ − θ₀) − g = [[0.075, −0.125], [−0.125, 0.125]] and (0, −0.1).
+    // W₂ = [[0.85 + a − 0.075, 0.25 − c + 0.125], [0.25 − a + 0.125, 0.75 + c − 0.125]],
+    // b₂ = (0.3 − (c − a), 0.5 − (a − c) + 0.1).
+    // Next state: g − α (θ₂ − θ₀).
+    let sigma = |z: f64| 1.0 / (1.0 + (-z).exp());
+    let (a, c) = ((1.0 - sigma(0.4)) / 2.0, (1.0 - sigma(0.7)) / 2.0);
+    assert!((a - 0.2006561700).abs() < 1e-9 && (c - 0.1659061140).abs() < 1e-9, "the comment's numbers");
+    let w2 = [0.85 + a - 0.075, 0.25 - c + 0.125, 0.25 - a + 0.125, 0.75 + c - 0.125];
+    let b2 = [0.3 - (c - a), 0.5 - (a - c) + 0.1];
+    let gw = [0.1, 0.0, 0.0, 0.0];
+    let gb = [0.0, 0.2];
+    let next_w: Vec<f64> = (0..4).map(|i| gw[i] - 0.5 * (w2[i] - 0.5)).collect();
+    let next_b: Vec<f64> = (0..2).map(|i| gb[i] - 0.5 * (b2[i] - 0.3)).collect();
+
+    let names = vec!["w".to_string(), "b".to_string()];
+    let w0 = Tensor::from_slice(&[0.5f32; 4]).reshape([2, 2]);
+    let params = ParamSet::new(names.clone(), vec![w0, Tensor::from_slice(&[0.3f32, 0.3])]).unwrap();
+    let state = ParamSet::new(
+        names,
+        vec![Tensor::from_slice(&[0.1f32, 0.0, 0.0, 0.0]).reshape([2, 2]), Tensor::from_slice(&[0.0f32, 0.2])],
+    )
+    .unwrap();
+    let with_state = TrainJob { params, indices: Tensor::from_slice(&[0i64, 1]), state: Some(state), ..job(None) };
+    let cfg = SgdConfig { lr: 1.0, batch_size: 2, steps: Some(2), dyn_alpha: 0.5, ..Default::default() };
+    let trainer = Sgd::new(cfg);
+    assert_eq!(trainer.client_state_copies(), 1);
+    let out = trainer.train(with_state).unwrap();
+    let flat = |p: &ParamSet| -> Vec<f64> {
+        p.tensors().iter().flat_map(|t| Vec::<f32>::try_from(&t.flatten(0, -1)).unwrap()).map(f64::from).collect()
+    };
+    let close = |got: Vec<f64>, want: Vec<f64>| {
+        assert!(got.iter().zip(&want).all(|(g, w)| (g - w).abs() < 1e-6), "got {got:?}, want {want:?}");
+    };
+    close(flat(&out.params), w2.iter().chain(&b2).copied().collect());
+    close(flat(out.state.as_ref().expect("FedDyn hands on a state")), next_w.into_iter().chain(next_b).collect());
+    // Without α no state is kept.
+    assert!(Sgd::new(SgdConfig::default()).train(job(None)).unwrap().state.is_none());
 }

@@ -84,6 +84,7 @@ impl Case {
                     noise: TensorNoise::new(rng::derive_seed(7, &[c as u64, 1])),
                     version: 0,
                     delay: 0.0,
+                    state: None,
                 }
             })
             .collect()
@@ -231,6 +232,7 @@ fn epoch_losses(name: &str, channels: i64, rounds: usize) -> Vec<f64> {
                     noise: TensorNoise::new(round),
                     version: 0,
                     delay: 0.0,
+                    state: None,
                 })
                 .unwrap();
             params = out.params;

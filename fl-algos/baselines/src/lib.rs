@@ -22,6 +22,7 @@ mod staleness;
 
 pub use aggregators::buffered::{BufferedMean, BufferedMeanConfig};
 pub use aggregators::coverage_mean::{CoverageMean, CoverageMeanConfig, Uncovered};
+pub use aggregators::dynamic::{Dynamic, DynamicConfig};
 pub use aggregators::layer_shrinking::{LayerShrinking, LayerShrinkingConfig};
 pub use aggregators::mixing::{AsyncMix, AsyncMixConfig, Combine, MixTarget};
 pub use aggregators::port::{Port, PortConfig};

@@ -35,6 +35,17 @@ inventory::submit! {
     }
 }
 
+// α is not stated by the FedASMU paper; the spec's 0.01, on both sides.
+inventory::submit! {
+    Method {
+        name: "feddyn",
+        summary: "FedDyn: clients add α/2 ‖w − w_t‖² − ⟨g_k, w⟩ and keep g_k; the server corrects the mean by its state h",
+        paper: "Acar et al., ICLR 2021",
+        preset: include_str!("../presets/feddyn.toml"),
+        origin: module_path!(),
+    }
+}
+
 inventory::submit! {
     Method {
         name: "fedlws",

@@ -2,9 +2,9 @@
 //! suite every registered aggregator must pass.
 
 use fl_algo_baselines::{
-    AsyncMix, AsyncMixConfig, BufferedMean, BufferedMeanConfig, Combine, CoverageMean, CoverageMeanConfig, InverseTime,
-    LayerShrinking, LayerShrinkingConfig, MixTarget, Polynomial, Port, PortConfig, WeightedMean, WeightedMeanConfig,
-    Weighting,
+    AsyncMix, AsyncMixConfig, BufferedMean, BufferedMeanConfig, Combine, CoverageMean, CoverageMeanConfig, Dynamic,
+    DynamicConfig, InverseTime, LayerShrinking, LayerShrinkingConfig, MixTarget, Polynomial, Port, PortConfig,
+    WeightedMean, WeightedMeanConfig, Weighting,
 };
 use fl_core::registry::{Builder, ComponentKind, Params, Registry};
 use fl_core::tch::Tensor;
@@ -61,6 +61,21 @@ fn assert_close(got: &[Vec<f32>], want: &[Vec<f32>]) {
             assert!((a - b).abs() < 1e-6, "got {got:?}, want {want:?}");
         }
     }
+}
+
+#[test]
+fn feddyn_server_keeps_h_across_rounds() {
+    // m = 3 clients (the helper's context), α = 0.1, θ = [1, 2]; round 1: Δ_A = [1, 0],
+    // Δ_B = [0, 2]: h = −(0.1/3)[1, 2] = [−1/30, −2/30], θ = [1, 2] + [0.5, 1] − h/0.1
+    // = [1.5 + 1/3, 3 + 2/3]. Round 2: one update Δ = 0: h stays, θ moves by −h/α again.
+    let mut dynamic = Dynamic::new(DynamicConfig { alpha: 0.1 });
+    let x = set(&[&[1.0, 2.0]]);
+    let ups = [update(&x, set(&[&[1.0, 0.0]]), Mask::Full, 1, 3), update(&x, set(&[&[0.0, 2.0]]), Mask::Full, 3, 3)];
+    let x1 = vec![1.5 + 1.0 / 3.0, 3.0 + 2.0 / 3.0];
+    assert_close(&aggregate(&mut dynamic, &x, &ups, &fresh(2)), &[x1.clone()]);
+    let g1 = set(&[&x1]);
+    let still = [update(&g1, set(&[&[0.0, 0.0]]), Mask::Full, 1, 3)];
+    assert_close(&aggregate(&mut dynamic, &g1, &still, &fresh(1)), &[vec![x1[0] + 1.0 / 3.0, x1[1] + 2.0 / 3.0]]);
 }
 
 #[test]

@@ -184,6 +184,7 @@ fn masked_local_training_keeps_masked_weights_at_zero() {
             noise: TensorNoise::new(5),
             version: 0,
             delay: 0.0,
+            state: None,
         })
         .unwrap();
     let w: Vec<f32> = Vec::try_from(&out.params.tensors()[0].flatten(0, -1)).unwrap();

@@ -151,6 +151,8 @@ struct JobState {
     relay_bytes: f64,
     /// Trained parameters (a set), mean loss and steps, for a job that trained in a cohort.
     outcome: Option<(usize, f64, usize)>,
+    /// The client state that outcome hands on (a set).
+    outcome_state: Option<usize>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -195,6 +197,8 @@ struct WorldState {
     mask_rng: RngState,
     /// Each client's jobs in flight and statistics.
     clients: Vec<(u32, ClientStats)>,
+    /// Each client's state kept by the trainer (a set).
+    client_state: Vec<Option<usize>>,
     queue: Vec<(Tick, u64, Event)>,
     queue_seq: u64,
     in_flight: Vec<JobState>,
@@ -319,16 +323,17 @@ pub(super) fn save(w: &World, scheduler: &dyn crate::scheduler::Scheduler) -> Re
     let (scheduler, aggregator, mask_policy) = (store.component(sched)?, store.component(agg)?, store.component(mask)?);
     let mut in_flight = Vec::with_capacity(w.in_flight.len());
     for (&job, f) in &w.in_flight {
-        let outcome = match &f.work {
+        let (outcome, outcome_state) = match &f.work {
             Work::Cohort(slot, i) => {
                 let o = slot.outcome(*i).map_err(|e| crate::error::EngineError::JobFailed {
                     job,
                     client: f.client,
                     source: Box::new(e),
                 })?;
-                Some((store.set(&o.params)?, o.mean_loss, o.steps))
+                let state = o.state.as_ref().map(|s| store.set(s)).transpose()?;
+                (Some((store.set(&o.params)?, o.mean_loss, o.steps)), state)
             }
-            Work::Deferred | Work::Session(_) => None,
+            Work::Deferred | Work::Session(_) => (None, None),
         };
         in_flight.push(JobState {
             job,
@@ -347,6 +352,7 @@ pub(super) fn save(w: &World, scheduler: &dyn crate::scheduler::Scheduler) -> Re
             transfer_bytes: f.transfer_bytes,
             relay_bytes: f.relay_bytes,
             outcome,
+            outcome_state,
         });
     }
     let pending = w
@@ -393,6 +399,11 @@ pub(super) fn save(w: &World, scheduler: &dyn crate::scheduler::Scheduler) -> Re
         sched_rng: RngState::of(&w.sched_rng),
         mask_rng: RngState::of(&w.mask_rng),
         clients: w.clients.iter().map(|c| (c.running, c.stats.clone())).collect(),
+        client_state: w
+            .client_state
+            .iter()
+            .map(|s| s.as_ref().map(|s| store.set(s)).transpose())
+            .collect::<Result<_>>()?,
         queue: queue.into_iter().map(|(t, s, e)| (t, s, *e)).collect(),
         queue_seq,
         in_flight,
@@ -465,6 +476,12 @@ pub(super) fn restore(
         c.running = running;
         c.stats = stats;
     }
+    // Kept on the host, as the engine keeps it.
+    w.client_state = s
+        .client_state
+        .iter()
+        .map(|id| id.map(|i| loaded.set(i).map(|p| p.to_device(Device::Cpu))).transpose())
+        .collect::<Result<_>>()?;
     w.queue = EventQueue::from_entries(s.queue, s.queue_seq);
     w.pending = s
         .pending
@@ -495,9 +512,11 @@ pub(super) fn restore(
         let mask = loaded.mask(&j.mask)?;
         let start = mask.extract(&base);
         let pulled = j.pulled.map(|id| loaded.set(id)).transpose()?;
+        let outcome_state = j.outcome_state;
         let work = match (j.outcome, j.pull_share) {
             (Some((params, mean_loss, steps)), _) => {
-                let outcome = TrainOutcome { params: loaded.set(params)?, mean_loss, steps };
+                let state = outcome_state.map(|id| loaded.set(id)).transpose()?;
+                let outcome = TrainOutcome { params: loaded.set(params)?, mean_loss, steps, state };
                 Work::Cohort(Arc::new(CohortSlot::done(vec![outcome])), 0)
             }
             (None, Some(share)) => {

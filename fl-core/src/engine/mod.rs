@@ -124,7 +124,12 @@ impl Simulation {
         if partition.is_empty() {
             return Err(EngineError::NoClients.into());
         }
-        memory::check(model.structure().elements(), scheduler.max_in_flight(partition.len()), run.memory_budget_gb)?;
+        memory::check(
+            model.structure().elements(),
+            scheduler.max_in_flight(partition.len()),
+            trainer.client_state_copies() * partition.len() as u64,
+            run.memory_budget_gb,
+        )?;
         if let Some(c) = partition.iter().position(Vec::is_empty) {
             return Err(EngineError::EmptyClient { client: c }.into());
         }
@@ -162,6 +167,7 @@ impl Simulation {
             staleness,
             train,
             test,
+            client_state: partition.iter().map(|_| None).collect(),
             clients,
             profiles,
             devices,

@@ -121,6 +121,9 @@ pub(crate) struct World {
     pub(super) train: Dataset,
     pub(super) test: Dataset,
     pub(super) clients: Vec<Client>,
+    /// What the trainer keeps of each client between its jobs ([`TrainOutcome::state`]), on
+    /// the host: the last job to arrive sets it.
+    pub(super) client_state: Vec<Option<ParamSet>>,
     /// Each client's device, in id order.
     pub(super) profiles: Vec<DeviceProfile>,
     pub(super) devices: DevicesConfig,
@@ -332,6 +335,7 @@ impl World {
             noise: TensorNoise::new(rng::derive_seed(self.seed, &[tag::JOB, client as u64, job, 1])),
             version,
             delay,
+            state: self.client_state[client].as_ref().map(|s| s.to_device(self.global.tensors()[0].device())),
         };
         (job, jitter)
     }
@@ -444,6 +448,9 @@ impl World {
             Work::Deferred => unreachable!("flushed above"),
         };
         let delta = f.mask.scatter(&out.params.sub(&f.start), &self.shapes);
+        if let Some(state) = out.state {
+            self.client_state[f.client] = Some(state.to_device(tch::Device::Cpu));
+        }
         self.clients[f.client].running -= 1;
         self.bytes_up += f.transfer_bytes + f.relay_bytes;
         self.pending.push(ClientUpdate {

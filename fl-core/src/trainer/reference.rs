@@ -130,6 +130,7 @@ impl TrainSession for SgdSession {
         let mean_loss = (&self.loss_sum / steps as f64).double_value(&[]);
         let trained = self.params.into_iter().map(|p| p.detach()).collect();
         Ok(vec![TrainOutcome {
+            state: None,
             params: ParamSet::new(self.start.names().to_vec(), trained)?,
             mean_loss,
             steps: self.step,

@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Reduction, Tensor};
 
 use crate::data::Dataset;
-use crate::error::{InvalidKey, Result, TrainerError};
+use crate::error::{Error, InvalidKey, Result, TrainerError};
 use crate::model::{Mode, Model, Training};
 use crate::params::ParamSet;
 use crate::rng::CohortNoise;
@@ -92,6 +92,10 @@ pub struct SgdConfig {
     pub weight_decay: f64,
     /// FedProx's μ: adds μ/2 ‖w − w_start‖² to the loss.
     pub prox_mu: f64,
+    /// FedDyn's α (Acar et al., ICLR 2021; 0: off): adds α/2 ‖w − w_start‖² − ⟨g_k, w⟩ to the
+    /// loss, with g_k the client's state (zero at its first job), and hands on
+    /// g_k − α (w_end − w_start) as its next state.
+    pub dyn_alpha: f64,
     /// Weight β of a model pulled mid-training: w ← (1 − β) w + β w_pulled.
     pub pull_weight: f64,
     /// How an elementwise mask acts during training (default: on the gradients).
@@ -118,6 +122,7 @@ impl Default for SgdConfig {
             patience: None,
             weight_decay: 0.0,
             prox_mu: 0.0,
+            dyn_alpha: 0.0,
             pull_weight: 0.5,
             masking: Masking::Gradient,
             split: None,
@@ -166,6 +171,9 @@ impl SgdConfig {
                 "weight_decay",
                 format!("expected a non-negative number, got {}", self.weight_decay),
             ));
+        }
+        if !(self.dyn_alpha >= 0.0 && self.dyn_alpha.is_finite()) {
+            return Err(InvalidKey::new("dyn_alpha", format!("expected a finite number ≥ 0, got {}", self.dyn_alpha)));
         }
         if !(self.prox_mu >= 0.0) {
             return Err(InvalidKey::new("prox_mu", format!("expected a non-negative number, got {}", self.prox_mu)));
@@ -227,6 +235,10 @@ impl LocalTrainer for Sgd {
     fn start(&self, jobs: Vec<TrainJob>) -> Result<Box<dyn TrainSession>> {
         Ok(Box::new(SgdCohort::new(self, jobs)?))
     }
+
+    fn client_state_copies(&self) -> u64 {
+        u64::from(self.cfg.dyn_alpha > 0.0)
+    }
 }
 
 /// A cohort in training. Tensors are stacked `[C, ...]` in cohort order (longest job first);
@@ -250,6 +262,8 @@ struct SgdCohort {
     stopping: Option<EarlyStopping>,
     /// Stacked 0/1 gradient masks per tensor (ones for clients that do not mask it).
     grad_mask: Vec<Option<Tensor>>,
+    /// FedDyn: each client's state g_k per tensor, stacked (zeros for a first job).
+    dyn_state: Option<Vec<Tensor>>,
     schedule: BatchSchedule,
     noise: CohortNoise,
     step: usize,
@@ -321,6 +335,30 @@ impl SgdCohort {
                     .then(|| stack(&|job| mask_of(job).unwrap_or_else(|| job.params.tensors()[i].ones_like())))
             })
             .collect();
+        let dyn_state = if sgd.cfg.dyn_alpha > 0.0 {
+            if let Some(j) = jobs.iter().position(|j| j.state.as_ref().is_some_and(|s| s.shapes() != shapes)) {
+                return Err(Error::component(
+                    NAME,
+                    format!(
+                        "job {j}: FedDyn's state has the full model's shapes, the job trains a sub-model (dyn_alpha needs unmasked jobs)"
+                    ),
+                ));
+            }
+            Some(
+                (0..names.len())
+                    .map(|i| {
+                        stack(&|job| {
+                            job.state.as_ref().map_or_else(
+                                || job.params.tensors()[i].zeros_like(),
+                                |s| s.tensors()[i].shallow_clone(),
+                            )
+                        })
+                    })
+                    .collect(),
+            )
+        } else {
+            None
+        };
         let noise = CohortNoise::new(order.iter().map(|&j| jobs[j].noise.clone()).collect(), device);
         let mut slots: Vec<Option<&mut TrainJob>> = jobs.iter_mut().map(Some).collect();
         let plans = order
@@ -368,6 +406,7 @@ impl SgdCohort {
             params,
             start,
             grad_mask,
+            dyn_state,
             schedule,
             noise,
             step: 0,
@@ -431,6 +470,21 @@ impl SgdCohort {
                 .reduce(|a, b| a + b)
                 .expect("at least one trainable tensor");
             loss = loss + prox * (self.cfg.prox_mu / 2.0);
+        }
+        if let Some(g) = &self.dyn_state {
+            let alpha = self.cfg.dyn_alpha;
+            let terms = inputs
+                .iter()
+                .zip(self.start.iter().zip(g))
+                .zip(&self.trainable)
+                .filter(|(_, t)| **t)
+                .map(|((p, (s, g)), _)| {
+                    (p - s.narrow(0, 0, k)).square().sum(Kind::Float) * (alpha / 2.0)
+                        - (p * g.narrow(0, 0, k)).sum(Kind::Float)
+                })
+                .reduce(|a, b| a + b)
+                .expect("at least one trainable tensor");
+            loss = loss + terms;
         }
         let mut leaf_grads = Tensor::run_backward(&[loss], &leaves, false, false).into_iter();
         let grads: Vec<Tensor> = self
@@ -618,10 +672,29 @@ impl TrainSession for SgdCohort {
                 None => self.step.min(self.schedule.steps()[slot]),
             };
             let tensors = self.params.iter().map(|p| p.get(slot as i64)).collect();
+            // FedDyn: g_k − α (w_end − w_start) on the trained tensors.
+            let state = match &self.dyn_state {
+                Some(g) => {
+                    let next = (0..self.names.len())
+                        .map(|i| {
+                            let g = g[i].get(slot as i64);
+                            if self.trainable[i] {
+                                let moved = self.params[i].get(slot as i64) - self.start[i].get(slot as i64);
+                                g - moved * self.cfg.dyn_alpha
+                            } else {
+                                g.copy()
+                            }
+                        })
+                        .collect();
+                    Some(ParamSet::new(self.names.clone(), next)?)
+                }
+                None => None,
+            };
             outcomes[job] = Some(TrainOutcome {
                 params: ParamSet::new(self.names.clone(), tensors)?,
                 mean_loss: f64::from(losses[slot]) / done.max(1) as f64,
                 steps: done,
+                state,
             });
         }
         Ok(outcomes.into_iter().map(|o| o.expect("every slot filled")).collect())

@@ -2,6 +2,7 @@
 
 pub mod buffered;
 pub mod coverage_mean;
+pub mod dynamic;
 pub mod layer_shrinking;
 pub mod mixing;
 pub mod port;
