@@ -72,7 +72,7 @@ fn feddyn_server_keeps_h_across_rounds() {
     let x = set(&[&[1.0, 2.0]]);
     let ups = [update(&x, set(&[&[1.0, 0.0]]), Mask::Full, 1, 3), update(&x, set(&[&[0.0, 2.0]]), Mask::Full, 3, 3)];
     let x1 = vec![1.5 + 1.0 / 3.0, 3.0 + 2.0 / 3.0];
-    assert_close(&aggregate(&mut dynamic, &x, &ups, &fresh(2)), &[x1.clone()]);
+    assert_close(&aggregate(&mut dynamic, &x, &ups, &fresh(2)), std::slice::from_ref(&x1));
     let g1 = set(&[&x1]);
     let still = [update(&g1, set(&[&[0.0, 0.0]]), Mask::Full, 1, 3)];
     assert_close(&aggregate(&mut dynamic, &g1, &still, &fresh(1)), &[vec![x1[0] + 1.0 / 3.0, x1[1] + 2.0 / 3.0]]);
