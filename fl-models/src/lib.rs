@@ -10,19 +10,28 @@
 //! Every model registers itself with `inventory` under the name its file documents; a binary
 //! must reference this crate (`use fl_models as _;`) for the registrations to survive linking.
 
+mod alexnet;
+mod cnn2;
 mod cnn3;
 pub mod cohort;
 mod fasttext;
 pub mod flops;
 pub mod init;
+mod layout;
 mod lenet5;
 mod mlp;
 mod resnet20;
 #[cfg(test)]
 mod testing;
+mod textcnn;
+mod vgg11;
 
+pub use alexnet::{AlexNet, AlexNetConfig};
+pub use cnn2::{Cnn2, Cnn2Config};
 pub use cnn3::{Cnn3, Cnn3Config};
 pub use fasttext::{FastText, FastTextConfig};
 pub use lenet5::{LeNet5, LeNet5Config};
 pub use mlp::{DropoutPosition, Mlp, MlpConfig};
 pub use resnet20::{ResNet20, ResNet20Config};
+pub use textcnn::{TextCnn, TextCnnConfig};
+pub use vgg11::{Vgg11, Vgg11Config};
