@@ -1,5 +1,6 @@
 //! `fl-models`: the model zoo (`mlp`, `lenet5`, asyncnc's `cnn3`, `resnet20` with BatchNorm,
-//! and the text classifier `fasttext`, which takes token ids). Each model is a pure function
+//! FedASMU's `cnn2`, `alexnet` and `vgg11` (BatchNorm), and the text classifiers `fasttext` and
+//! `textcnn`, which take token ids). Each model is a pure function
 //! of its state (fl-core's [`fl_core::Model`]), written once in cohort form on the layers of
 //! [`cohort`] (a lone model is a cohort of one): it exposes its tensors (parameters, and
 //! buffers such as BatchNorm's running statistics) and maskable unit groups, draws its
