@@ -29,7 +29,7 @@
 //! `fc1.weight` its channel flattens to), and the neurons of fc1 and fc2.
 //!
 //! FLOPs follow [`crate::flops`], each convolution counted at its output positions; ReLU,
-//! pooling and dropout are not counted. About 125.6 MFLOP per 32×32 sample (62.8 M
+//! pooling and dropout are not counted. About 125.5 MFLOP per 32×32 sample (62.7 M
 //! multiply-adds, the spec's "about 63 MMAC").
 
 use fl_core::rng::Rng;
