@@ -96,6 +96,7 @@ impl Vgg11 {
         if spec.classes < 1 {
             return Err(ModelError::NoClasses { model: NAME, classes: spec.classes }.into());
         }
+        let input = [c, h, w];
         let mut l = Layout::default();
         let (mut h, mut w, mut inp) = (h, w, c);
         let mut convs = Vec::new();
@@ -118,7 +119,7 @@ impl Vgg11 {
             members.push((next, 1, 1));
             l.group(name, *out, &members);
         }
-        Ok(Vgg11 { structure: l.structure(), layout: l, input: [c, spec.input_shape[1], spec.input_shape[2]] })
+        Ok(Vgg11 { structure: l.structure(), layout: l, input })
     }
 }
 
