@@ -15,8 +15,10 @@
 //!
 //! Inputs are `[channels, H, W]` of any size (32×32 for CIFAR); the head averages over
 //! whatever H×W the last stage has (8×8 for 32×32 inputs, where it is the code's
-//! `avg_pool2d(8)`). BatchNorm is [`cohort::batch_norm`]: its running statistics are buffers
-//! ([`TensorSpec::buffer`]) the training forward pass updates in place. Tensor names are those
+//! `avg_pool2d(8)`). FedASMU's Tiny-ImageNet runs (3×64×64, 200 classes) use the same network,
+//! as its spec recommends: the last stage is 16×16 before the pool, 284,824 parameters and
+//! about 328 MFLOP per sample. BatchNorm is [`cohort::batch_norm`]: its running statistics
+//! are buffers ([`TensorSpec::buffer`]) the training forward pass updates in place. Tensor names are those
 //! of the PyTorch `state_dict` (`layer2.0.shortcut.1.running_var`, …) without
 //! `num_batches_tracked`. Initialisation is PyTorch's default: convolution and linear weights
 //! and the linear bias U(±1/√fan_in), BN weight 1 and bias 0, running mean 0 and variance 1.
@@ -446,6 +448,29 @@ mod tests {
         assert_eq!(at("layer1.0.bn1.running_mean"), 0.0);
         assert_eq!(at("layer2.0.shortcut.0.weight"), (2 * 16 * 32 * 256) as f64);
         assert_eq!(at("layer3.1.bn2.bias"), (64 * 64) as f64);
+    }
+
+    #[test]
+    fn tiny_imagenet_inputs_give_200_logits_at_the_hand_counted_size_and_cost() {
+        // FedASMU's ResNet on Tiny-ImageNet: 3×64×64, 200 classes, the same network (the last
+        // stage is 16×16, averaged by the global pool).
+        let m = ResNet20::new(&DataSpec { input_shape: vec![3, 64, 64], classes: 200, vocab_size: None }).unwrap();
+        // The 10-class count less its head (64·10 + 10 = 650) plus 64·200 + 200 = 13,000.
+        assert_eq!(m.structure().num_params(), 272_474 - 650 + 13_000);
+        assert_eq!(m.structure().num_params(), 284_824);
+        // Every convolution and BatchNorm sees 4 times the positions of a 32×32 sample (the
+        // hand count of `flops_are_the_hand_count`); the head 2·64·200 + 200.
+        let (macs_32, bn_32) = (40_812_544i64, 2 * 7 * (16 * 1024 + 32 * 256 + 64 * 64));
+        let want = 4 * (2 * macs_32 + bn_32) + 2 * 64 * 200 + 200;
+        assert_eq!(m.forward_flops(&m.structure().shapes()), want as f64);
+        let p = perturbed(&m, 7);
+        let x = input(&[2, 3, 64, 64], 6);
+        let y = forward_one(&m, p.tensors(), &x, &mut Mode::Eval);
+        assert_eq!(y.size(), [2, 200]);
+        assert!(y.allclose(&plain(&p, &x, false), 1e-4, 1e-5, false));
+        assert!(
+            forward_one(&m, p.tensors(), &x, &mut Mode::train(&mut noise(1))).isfinite().all().int64_value(&[]) == 1
+        );
     }
 
     #[test]

@@ -26,7 +26,8 @@ pub fn assert_default_init(t: &Tensor, fan_in: i64) {
     let bound = 1.0 / (fan_in as f64).sqrt();
     let n = t.numel() as f64;
     let max = t.abs().max().double_value(&[]);
-    assert!(max <= bound, "max |w| {max} exceeds the bound {bound}");
+    // The draws use the bound rounded to f32, which may be a hair above it.
+    assert!(max <= bound.max(f64::from(bound as f32)), "max |w| {max} exceeds the bound {bound}");
     let mean = t.mean(Kind::Double).double_value(&[]);
     let std = t.to_kind(Kind::Double).std(true).double_value(&[]);
     let want_std = bound / 3f64.sqrt();

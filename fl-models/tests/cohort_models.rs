@@ -1,5 +1,6 @@
-//! The convolutional models in cohort form: for random small cohorts of `cnn3` and `resnet20`
-//! with random parameters (and random BatchNorm statistics), client `c`'s logits in the cohort
+//! The convolutional models in cohort form: for random small cohorts of `cnn3`, `resnet20`,
+//! `lenet5` and FedASMU's `cnn2`, `alexnet`, `vgg11` and `textcnn` with random parameters (and
+//! random BatchNorm statistics, and dropout in training mode), client `c`'s logits in the cohort
 //! equal its logits alone (`forward_one`) to 1e-5, in eval and in training mode, and in
 //! training mode every client ends with the BatchNorm buffers it ends with alone, also when
 //! clients are padded to the cohort's longest batch (the padding mask of the step).
@@ -32,13 +33,17 @@ fn uniform(shape: &[i64], seed: u64) -> Tensor {
 
 /// Client `j`'s state: its own initialisation, with every tensor moved a little (running
 /// variances kept positive) so that BatchNorm's buffers and affine parameters differ from 0
-/// and 1 and between clients.
+/// and 1 and between clients. A drawn tensor moves by up to a tenth of its largest value, a
+/// constant one (BatchNorm's) by up to 0.1: moving the small weights of a deep, wide model by
+/// 0.1 would blow its activations up by orders of magnitude per layer.
 fn client_state(model: &dyn Model, j: u64, seed: u64) -> Vec<Tensor> {
     let p = model.init(&mut Rng::seed_from_u64(seed + j));
     p.iter()
         .enumerate()
         .map(|(i, (name, t))| {
-            let moved = t + uniform(&t.size(), seed * 7919 + j * 131 + i as u64) * 0.1;
+            let (lo, hi) = (t.min().double_value(&[]), t.max().double_value(&[]));
+            let amount = if lo == hi { 0.1 } else { 0.1 * lo.abs().max(hi.abs()) };
+            let moved = t + uniform(&t.size(), seed * 7919 + j * 131 + i as u64) * amount;
             if name.ends_with("running_var") { moved.abs() + 0.5 } else { moved }
         })
         .collect()
@@ -58,7 +63,15 @@ fn cohort_vs_alone(name: &str, spec: &DataSpec, batch: i64, real: &[i64], train:
         .collect();
     let mut shape = vec![clients, batch];
     shape.extend(&spec.input_shape);
-    let x = uniform(&shape, seed + 1);
+    let x = match spec.vocab_size {
+        // Token ids in [0, V), about a quarter of them padding (id 0).
+        Some(v) => {
+            let u = (uniform(&shape, seed + 1) + 1.0) / 2.0;
+            let id = (&u * (v - 1) as f64).to_kind(Kind::Int64) + 1;
+            id.where_self(&u.ge(0.25), &id.zeros_like())
+        }
+        None => uniform(&shape, seed + 1),
+    };
     let valid = Tensor::stack(
         &real
             .iter()
@@ -148,4 +161,121 @@ fn resnet20_cohort_of_cifar_images_with_padding_is_each_client_alone() {
         let d = cohort_vs_alone("resnet20", &image(3, 32), 4, &[4, 2], train, 3);
         assert!(d <= 1e-5, "train {train}: max difference {d}");
     }
+}
+
+fn text(vocab: i64, seq_len: i64, classes: i64) -> DataSpec {
+    DataSpec { input_shape: vec![seq_len], classes, vocab_size: Some(vocab) }
+}
+
+#[test]
+fn fedasmu_models_are_registered_with_their_parameter_counts() {
+    let registry = Registry::get().unwrap();
+    let cifar = |classes| DataSpec { input_shape: vec![3, 32, 32], classes, vocab_size: None };
+    for (name, spec, params) in [
+        ("cnn2", cifar(10), 297_066),
+        ("cnn2", cifar(100), 2_889_156),
+        ("alexnet", cifar(10), 23_272_266),
+        ("vgg11", cifar(100), 9_274_532),
+        ("textcnn", text(25_000, 256, 2), 2_620_902),
+        ("resnet20", DataSpec { input_shape: vec![3, 64, 64], classes: 200, vocab_size: None }, 284_824),
+        ("lenet5", DataSpec { input_shape: vec![1, 28, 28], classes: 10, vocab_size: None }, 61_706),
+    ] {
+        let c = registry.component(fl_core::ComponentKind::Model, name, "", "").unwrap();
+        assert!(!c.summary.is_empty() && !c.paper.is_empty(), "{name}");
+        assert_eq!(model(name, &spec).structure().num_params(), params, "{name}");
+        let err = build(name, "width = 2", &spec).err().expect("unknown key").to_string();
+        assert!(err.contains("width"), "{err}");
+    }
+    let defaults = |name| (registry.component(fl_core::ComponentKind::Model, name, "", "").unwrap().defaults)();
+    assert_eq!(defaults("alexnet")["dropout"].as_float(), Some(0.5));
+    let t = defaults("textcnn");
+    assert_eq!(
+        (t["dim"].as_integer(), t["filters"].as_integer(), t["dropout"].as_float()),
+        (Some(100), Some(100), Some(0.5))
+    );
+    assert_eq!(t["widths"].as_array().unwrap().iter().map(|w| w.as_integer().unwrap()).collect::<Vec<_>>(), [3, 4, 5]);
+    assert!(defaults("cnn2").is_empty() && defaults("vgg11").is_empty());
+    let small = build("textcnn", "dim = 4\nfilters = 2\nwidths = [2]\ndropout = 0.0", &text(10, 5, 2)).unwrap();
+    // Embedding 10·4 + conv 2·4·2 + 2 + fc 2·2 + 2.
+    assert_eq!(small.structure().num_params(), 40 + 18 + 6);
+    let err = build("textcnn", "widths = [0]", &text(10, 5, 2)).err().unwrap().to_string();
+    assert!(err.contains("model.widths"), "{err}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(8))]
+
+    #[test]
+    fn cnn2_cohort_is_each_client_alone(
+        clients in 1i64..4, batch in 1i64..4, side in 3i64..12,
+        train in any::<bool>(), padded in any::<bool>(), seed in 0u64..1000,
+    ) {
+        let real = real_counts(clients, batch, padded, 1);
+        let d = cohort_vs_alone("cnn2", &image(3, side), batch, &real, train, seed);
+        prop_assert!(d <= 1e-5, "max difference {}", d);
+    }
+
+    #[test]
+    fn lenet5_cohort_is_each_client_alone(
+        clients in 1i64..4, batch in 1i64..4, mnist in any::<bool>(),
+        train in any::<bool>(), padded in any::<bool>(), seed in 0u64..1000,
+    ) {
+        let real = real_counts(clients, batch, padded, 1);
+        let spec = if mnist { image(1, 28) } else { image(3, 32) };
+        let d = cohort_vs_alone("lenet5", &spec, batch, &real, train, seed);
+        prop_assert!(d <= 1e-5, "max difference {}", d);
+    }
+
+    #[test]
+    fn textcnn_cohort_is_each_client_alone_with_its_dropout(
+        clients in 1i64..4, batch in 1i64..5, seq_len in 5i64..20,
+        train in any::<bool>(), padded in any::<bool>(), seed in 0u64..1000,
+    ) {
+        let real = real_counts(clients, batch, padded, 1);
+        let d = cohort_vs_alone("textcnn", &text(50, seq_len, 2), batch, &real, train, seed);
+        prop_assert!(d <= 1e-5, "max difference {}", d);
+    }
+}
+
+/// Every (training mode, padded) pair.
+const ALL_CASES: [(bool, bool); 4] = [(false, false), (false, true), (true, false), (true, true)];
+
+/// The brief's case for the larger models, at full size: a cohort of 3 clients with their own
+/// parameters, client 0 with B real samples and the others fewer where `padded`, in eval or in
+/// training mode (dropout, BatchNorm batch statistics and buffer updates), for each of `cases`
+/// `(train, padded)`.
+fn full_size_cohort_of_three(name: &str, spec: &DataSpec, batch: i64, cases: &[(bool, bool)]) {
+    for &(train, padded) in cases {
+        let real = real_counts(3, batch, padded, 2);
+        let d = cohort_vs_alone(name, spec, batch, &real, train, 11);
+        assert!(d <= 1e-5, "{name} train {train} padded {padded}: max difference {d}");
+    }
+}
+
+#[test]
+fn cnn2_cohort_of_cifar_images_is_each_client_alone() {
+    full_size_cohort_of_three("cnn2", &DataSpec { classes: 100, ..image(3, 32) }, 4, &ALL_CASES);
+}
+
+#[test]
+fn alexnet_cohort_of_cifar_images_is_each_client_alone_with_its_dropout() {
+    // Its 23 M parameters per client make each case slow on CPU: eval, and training with padding
+    // (dropout draws for the real samples only).
+    full_size_cohort_of_three("alexnet", &image(3, 32), 4, &[(false, false), (true, true)]);
+}
+
+#[test]
+fn vgg11_cohort_of_cifar_images_is_each_client_alone_with_its_batchnorm_buffers() {
+    full_size_cohort_of_three("vgg11", &image(3, 32), 4, &ALL_CASES);
+}
+
+#[test]
+fn textcnn_cohort_of_imdb_sized_documents_is_each_client_alone_with_its_dropout() {
+    full_size_cohort_of_three("textcnn", &text(5_000, 256, 2), 4, &ALL_CASES);
+}
+
+#[test]
+fn resnet20_cohort_of_tiny_imagenet_images_is_each_client_alone() {
+    // Tiny-ImageNet: 3×64×64, 200 classes; the last stage is 16×16, then the global pool.
+    full_size_cohort_of_three("resnet20", &DataSpec { classes: 200, ..image(3, 64) }, 3, &ALL_CASES);
 }

@@ -24,7 +24,7 @@ fn mnist() -> DataSpec {
 fn every_model_is_registered_with_defaults() {
     let registry = Registry::get().unwrap();
     let names: Vec<&str> = registry.components(ComponentKind::Model).map(|c| c.name).collect();
-    for want in ["fasttext", "lenet5", "mlp"] {
+    for want in ["alexnet", "cnn2", "fasttext", "lenet5", "mlp", "textcnn", "vgg11"] {
         assert!(names.contains(&want), "`{want}` missing from {names:?}");
     }
     let mlp = registry.component(ComponentKind::Model, "mlp", "", "").unwrap();
