@@ -19,8 +19,8 @@
 //! A cache whose `what` or `source` differs from the expected one is *stale* (other parameters,
 //! or source files added, removed or resized since), one whose body does not match its length
 //! or SHA-256 is *damaged*; either is rebuilt from the source files with a note on stderr.
-//! Caches are written to a hidden temporary file and renamed into place, so an interrupted
-//! build leaves no half-written cache; a directory that cannot be written (read-only shared
+//! Caches are written to a hidden temporary file (one per process) and renamed into place, so
+//! an interrupted build leaves no half-written cache and concurrent builds do not mix; a directory that cannot be written (read-only shared
 //! data) only costs the decoding on every load, with a warning.
 
 use std::fs::File;
@@ -126,8 +126,9 @@ impl Fingerprint {
     }
 }
 
+/// `n` bytes (the callers bound `n` by the file's size before asking for a large one).
 fn read_exact(r: &mut impl Read, n: usize, what: &str) -> std::result::Result<Vec<u8>, String> {
-    let mut buf = Vec::new();
+    let mut buf = Vec::with_capacity(n);
     r.take(n as u64).read_to_end(&mut buf).map_err(|e| format!("reading the {what}: {e}"))?;
     if buf.len() != n {
         return Err(format!("truncated in the {what} ({} of {n} bytes)", buf.len()));
@@ -254,9 +255,11 @@ pub fn write(path: &Path, what: &str, source: &[u8; 32], cached: &Cached) -> Res
     std::fs::rename(&tmp, path).map_err(|e| DataError::io(path, e))
 }
 
+/// A hidden temporary name beside `path`, one per process, so that jobs building the same cache
+/// at once (an array of runs started together) never write into one file.
 fn hidden_tmp(path: &Path) -> PathBuf {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    path.with_file_name(format!(".{name}.tmp"))
+    path.with_file_name(format!(".{name}.{}.tmp", std::process::id()))
 }
 
 /// Writes a freshly built cache; a failure (a read-only data directory) is a warning, since
