@@ -1,6 +1,7 @@
 //! The file-based image datasets this crate knows, with what differs between them: name,
 //! default directory, reader, shape, classes and normalisation constants; and the list of every
-//! dataset name (the text dataset `agnews` lives in [`crate::agnews`]).
+//! dataset name (the text datasets `agnews` and `imdb` live in [`crate::agnews`] and
+//! [`crate::imdb`]).
 //!
 //! One table keeps the dataset components, `fl data info` and `fl data fetch` in agreement.
 
@@ -10,10 +11,12 @@ use crate::cifar::{self, Cifar100Labels};
 use crate::error::{DataError, Result};
 use crate::mnist::{self, MnistVariant};
 use crate::raw::{Normalization, RawSplits};
+use crate::tiny_imagenet::{self, TINY_CLASSES, TINY_IMAGENET};
 
 /// Every dataset name `fl data info` and `fl data fetch` accept (the registered dataset
 /// components have the same names).
-pub const DATASET_NAMES: [&str; 6] = ["mnist", "fashion-mnist", "cifar10", "cifar100", "agnews", "synthetic"];
+pub const DATASET_NAMES: [&str; 8] =
+    ["mnist", "fashion-mnist", "cifar10", "cifar100", "tiny-imagenet", "agnews", "imdb", "synthetic"];
 
 /// The error for a dataset name outside [`DATASET_NAMES`].
 pub fn unknown_dataset(name: &str) -> DataError {
@@ -27,14 +30,17 @@ pub enum ImageDataset {
     FashionMnist,
     Cifar10,
     Cifar100(Cifar100Labels),
+    /// Tiny-ImageNet-200 (its JPEGs are decoded once into a cache, see [`crate::tiny_imagenet`]).
+    TinyImageNet,
 }
 
 impl ImageDataset {
-    pub const ALL: [ImageDataset; 4] = [
+    pub const ALL: [ImageDataset; 5] = [
         ImageDataset::Mnist,
         ImageDataset::FashionMnist,
         ImageDataset::Cifar10,
         ImageDataset::Cifar100(Cifar100Labels::Fine),
+        ImageDataset::TinyImageNet,
     ];
 
     pub fn from_name(name: &str) -> Option<Self> {
@@ -47,12 +53,17 @@ impl ImageDataset {
             ImageDataset::FashionMnist => "fashion-mnist",
             ImageDataset::Cifar10 => "cifar10",
             ImageDataset::Cifar100(_) => "cifar100",
+            ImageDataset::TinyImageNet => TINY_IMAGENET,
         }
     }
 
-    /// `<data_dir>/<name>`: where the dataset lives unless its `dir` parameter says otherwise.
+    /// `<data_dir>/<name>`: where the dataset lives unless its `dir` parameter says otherwise
+    /// (Tiny-ImageNet: `<data_dir>/tiny-imagenet-200` when only that exists).
     pub fn default_dir(self, data_dir: &Path) -> PathBuf {
-        data_dir.join(self.name())
+        match self {
+            ImageDataset::TinyImageNet => tiny_imagenet::default_dir(data_dir),
+            _ => data_dir.join(self.name()),
+        }
     }
 
     /// The directories the reader tries, in order.
@@ -61,6 +72,7 @@ impl ImageDataset {
             ImageDataset::Mnist | ImageDataset::FashionMnist => vec![dir.to_path_buf()],
             ImageDataset::Cifar10 => cifar::candidates(dir, cifar::CIFAR10_SUBDIR).to_vec(),
             ImageDataset::Cifar100(_) => cifar::candidates(dir, cifar::CIFAR100_SUBDIR).to_vec(),
+            ImageDataset::TinyImageNet => tiny_imagenet::candidates(dir).to_vec(),
         }
     }
 
@@ -68,6 +80,7 @@ impl ImageDataset {
         match self {
             ImageDataset::Mnist | ImageDataset::FashionMnist => [1, 28, 28],
             ImageDataset::Cifar10 | ImageDataset::Cifar100(_) => [3, 32, 32],
+            ImageDataset::TinyImageNet => [3, 64, 64],
         }
     }
 
@@ -75,10 +88,13 @@ impl ImageDataset {
         match self {
             ImageDataset::Mnist | ImageDataset::FashionMnist | ImageDataset::Cifar10 => 10,
             ImageDataset::Cifar100(labels) => labels.classes(),
+            ImageDataset::TinyImageNet => TINY_CLASSES,
         }
     }
 
     /// The usual per-channel mean and std of the training images (scaled to [0, 1]).
+    /// Tiny-ImageNet's are the statistics of its 100,000 training images as commonly quoted
+    /// (they could not be recomputed here without the data).
     pub fn normalization(self) -> Normalization {
         match self {
             ImageDataset::Mnist => Normalization { mean: &[0.1307], std: &[0.3081] },
@@ -86,6 +102,9 @@ impl ImageDataset {
             ImageDataset::Cifar10 => Normalization { mean: &[0.4914, 0.4822, 0.4465], std: &[0.2470, 0.2435, 0.2616] },
             ImageDataset::Cifar100(_) => {
                 Normalization { mean: &[0.5071, 0.4865, 0.4409], std: &[0.2673, 0.2564, 0.2762] }
+            }
+            ImageDataset::TinyImageNet => {
+                Normalization { mean: &[0.4802, 0.4481, 0.3975], std: &[0.2302, 0.2265, 0.2262] }
             }
         }
     }
@@ -97,6 +116,7 @@ impl ImageDataset {
             ImageDataset::FashionMnist => mnist::read_mnist(dir, MnistVariant::FashionMnist),
             ImageDataset::Cifar10 => cifar::read_cifar10(dir),
             ImageDataset::Cifar100(labels) => cifar::read_cifar100(dir, labels),
+            ImageDataset::TinyImageNet => tiny_imagenet::read_tiny_imagenet(dir),
         }
     }
 }

@@ -1,4 +1,5 @@
-//! The file-based dataset components `mnist`, `fashion-mnist`, `cifar10` and `cifar100`: their
+//! The file-based dataset components `mnist`, `fashion-mnist`, `cifar10`, `cifar100` and
+//! `tiny-imagenet`: their
 //! parameters, and the load from official files into normalised device tensors.
 //!
 //! Parameters (all optional):
@@ -29,7 +30,7 @@ use crate::cifar::Cifar100Labels;
 use crate::integrity;
 use crate::raw::Normalization;
 
-/// Parameters of `mnist`, `fashion-mnist` and `cifar10`.
+/// Parameters of `mnist`, `fashion-mnist`, `cifar10` and `tiny-imagenet`.
 #[derive(Debug, Clone, PartialEq, SmartDefault, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ImageDatasetConfig {
@@ -159,6 +160,19 @@ inventory::submit! {
         paper: "Krizhevsky, Learning multiple layers of features from tiny images, 2009",
         defaults: defaults_of::<ImageDatasetConfig>,
         build: Builder::Dataset(|p, ctx| build_simple(ImageDataset::Cifar10, p, ctx)),
+        origin: module_path!(),
+    }
+}
+
+inventory::submit! {
+    Component {
+        name: "tiny-imagenet",
+        summary: "Tiny-ImageNet-200, 100k/10k 64x64 RGB in 200 classes, the val split as test (tiny-imagenet-200.zip \
+                  unzipped in <data_dir>/tiny-imagenet, JPEGs decoded once into cache-*.bin; params dir, train_samples, \
+                  test_samples)",
+        paper: "Le and Yang, Tiny ImageNet Visual Recognition Challenge, CS231N 2015",
+        defaults: defaults_of::<ImageDatasetConfig>,
+        build: Builder::Dataset(|p, ctx| build_simple(ImageDataset::TinyImageNet, p, ctx)),
         origin: module_path!(),
     }
 }

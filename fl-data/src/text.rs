@@ -18,7 +18,8 @@
 //! **Vocabulary.** `<unk>` has id 0; the other tokens follow by descending count, ties in
 //! lexicographic (code point) order, as torchtext sorts `(-count, token)`. With a size cap the
 //! most frequent tokens stay. Tokens outside the vocabulary encode to 0. Padding also uses 0,
-//! as in PFLlib, so padding and `<unk>` share an id.
+//! as in PFLlib, so padding and `<unk>` share an id. With [`Specials::PadUnk`] (IMDb) padding
+//! has an id of its own instead: `<pad>` is 0, `<unk>` 1, and the tokens follow from 2.
 
 use std::collections::BTreeMap;
 
@@ -30,6 +31,41 @@ use tch::{Device, Tensor};
 pub const UNK: &str = "<unk>";
 /// The id of [`UNK`], of tokens outside the vocabulary, and of padding.
 pub const UNK_ID: i64 = 0;
+/// The padding token of [`Specials::PadUnk`] (id 0 there).
+pub const PAD: &str = "<pad>";
+
+/// The special tokens that lead a vocabulary.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Specials {
+    /// `<unk>` at id 0, which also pads (PFLlib's AG News).
+    #[default]
+    Unk,
+    /// `<pad>` at id 0 and `<unk>` at id 1: padding and unknown tokens are told apart.
+    PadUnk,
+}
+
+impl Specials {
+    /// The special tokens in id order.
+    pub fn tokens(self) -> &'static [&'static str] {
+        match self {
+            Specials::Unk => &[UNK],
+            Specials::PadUnk => &[PAD, UNK],
+        }
+    }
+
+    /// The id of tokens outside the vocabulary.
+    pub fn unk_id(self) -> i64 {
+        match self {
+            Specials::Unk => UNK_ID,
+            Specials::PadUnk => 1,
+        }
+    }
+
+    /// The id that pads a short document.
+    pub fn pad_id(self) -> i64 {
+        0
+    }
+}
 
 /// Whitespace as Python's `str.split()` and `re`'s `\s` see it.
 fn is_python_space(c: char) -> bool {
@@ -120,12 +156,14 @@ impl Interner {
     }
 }
 
-/// A vocabulary: `<unk>` at id 0, then tokens by descending count (ties lexicographically).
+/// A vocabulary: the special tokens (`<unk>` at id 0 by default), then tokens by descending
+/// count (ties lexicographically).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Vocab {
-    /// Tokens by id; `tokens[0]` is [`UNK`].
+    /// Tokens by id; `tokens[0]` is [`UNK`] (or [`PAD`]).
     tokens: Vec<String>,
     ids: BTreeMap<String, i64>,
+    specials: Specials,
 }
 
 impl Vocab {
@@ -137,16 +175,31 @@ impl Vocab {
     /// # Panics
     /// If `max_size` is `Some(0)`: the vocabulary always holds `<unk>`.
     pub fn from_counts<'a>(counts: impl IntoIterator<Item = (&'a str, u64)>, max_size: Option<usize>) -> Vocab {
-        assert!(max_size != Some(0), "a vocabulary holds at least `<unk>`");
-        let mut sorted: Vec<(&str, u64)> = counts.into_iter().filter(|&(t, c)| c > 0 && t != UNK).collect();
+        Vocab::from_counts_with(counts, max_size, Specials::Unk)
+    }
+
+    /// [`Vocab::from_counts`] led by `specials`, which `max_size` counts. A corpus token spelled
+    /// like a special token takes no entry of its own; `<pad>` in a text encodes to `<unk>`, so
+    /// that only padding has the padding id.
+    ///
+    /// # Panics
+    /// If `max_size` is below the number of special tokens.
+    pub fn from_counts_with<'a>(
+        counts: impl IntoIterator<Item = (&'a str, u64)>,
+        max_size: Option<usize>,
+        specials: Specials,
+    ) -> Vocab {
+        let lead = specials.tokens();
+        assert!(max_size.is_none_or(|m| m >= lead.len()), "a vocabulary holds at least its special tokens {lead:?}");
+        let mut sorted: Vec<(&str, u64)> = counts.into_iter().filter(|&(t, c)| c > 0 && !lead.contains(&t)).collect();
         sorted.sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
         if let Some(max) = max_size {
-            sorted.truncate(max - 1);
+            sorted.truncate(max - lead.len());
         }
         let tokens: Vec<String> =
-            std::iter::once(UNK).chain(sorted.iter().map(|&(t, _)| t)).map(str::to_owned).collect();
-        let ids = tokens.iter().enumerate().map(|(i, t)| (t.clone(), i as i64)).collect();
-        Vocab { tokens, ids }
+            lead.iter().copied().chain(sorted.iter().map(|&(t, _)| t)).map(str::to_owned).collect();
+        let ids = tokens.iter().enumerate().filter(|(_, t)| *t != PAD).map(|(i, t)| (t.clone(), i as i64)).collect();
+        Vocab { tokens, ids, specials }
     }
 
     /// The vocabulary of tokenised documents (counts every occurrence).
@@ -168,9 +221,14 @@ impl Vocab {
         self.tokens.is_empty()
     }
 
-    /// The id of `token`, or [`UNK_ID`] outside the vocabulary.
+    /// The id of `token`, or the `<unk>` id ([`UNK_ID`] by default) outside the vocabulary.
     pub fn id(&self, token: &str) -> i64 {
-        self.ids.get(token).copied().unwrap_or(UNK_ID)
+        self.ids.get(token).copied().unwrap_or(self.specials.unk_id())
+    }
+
+    /// The special tokens this vocabulary starts with.
+    pub fn specials(&self) -> Specials {
+        self.specials
     }
 
     /// Tokens in id order.
@@ -178,7 +236,7 @@ impl Vocab {
         &self.tokens
     }
 
-    /// The ids of `tokens`, truncated or padded with [`UNK_ID`] to `seq_len`.
+    /// The ids of `tokens`, truncated or padded with the padding id (0) to `seq_len`.
     pub fn encode<S: AsRef<str>>(&self, tokens: &[S], seq_len: usize) -> Vec<i64> {
         pad_or_truncate(tokens.iter().map(|t| self.id(t.as_ref())), seq_len)
     }
@@ -269,6 +327,22 @@ pub fn encode_splits(
     max_vocab: Option<usize>,
     seq_len: usize,
 ) -> EncodedSplits {
+    encode_splits_with(train, test, scope, max_vocab, seq_len, Specials::Unk)
+}
+
+/// [`encode_splits`] with a vocabulary led by `specials` (padding with [`Specials::pad_id`]).
+///
+/// # Panics
+/// If `max_vocab` is below the number of special tokens or the labels and texts of a split
+/// differ in length.
+pub fn encode_splits_with(
+    train: LabelledTexts,
+    test: LabelledTexts,
+    scope: VocabScope,
+    max_vocab: Option<usize>,
+    seq_len: usize,
+    specials: Specials,
+) -> EncodedSplits {
     let mut interner = Interner::default();
     // counts[t][0]: occurrences of interned token t in train, counts[t][1] in test.
     let mut counts: Vec<[u64; 2]> = Vec::new();
@@ -290,7 +364,7 @@ pub fn encode_splits(
                     kept += 1;
                 }
             });
-            // Padding rows with a marker the remapping below turns into UNK_ID.
+            // Padding rows with a marker the remapping below turns into the padding id.
             rows.resize(rows.len() + seq_len - kept, u32::MAX);
         }
     }
@@ -298,12 +372,16 @@ pub fn encode_splits(
         VocabScope::TrainTest => c[0] + c[1],
         VocabScope::Train => c[0],
     };
-    let vocab =
-        Vocab::from_counts(counts.iter().enumerate().map(|(t, c)| (interner.token(t as u32), in_scope(c))), max_vocab);
+    let vocab = Vocab::from_counts_with(
+        counts.iter().enumerate().map(|(t, c)| (interner.token(t as u32), in_scope(c))),
+        max_vocab,
+        specials,
+    );
     let final_id: Vec<i64> = (0..interner.len()).map(|t| vocab.id(interner.token(t as u32))).collect();
     let [train_rows, test_rows] = interned;
+    let pad = specials.pad_id();
     let remap = |rows: Vec<u32>, labels: &[i64]| TokenIds {
-        ids: rows.into_iter().map(|t| if t == u32::MAX { UNK_ID } else { final_id[t as usize] }).collect(),
+        ids: rows.into_iter().map(|t| if t == u32::MAX { pad } else { final_id[t as usize] }).collect(),
         labels: labels.to_vec(),
         seq_len,
     };
@@ -328,6 +406,14 @@ mod tests {
         assert_eq!(i.len(), 5_002);
         assert!(words.iter().enumerate().all(|(k, w)| i.get(w) == Some(k as u32 + 2) && i.token(k as u32 + 2) == w));
         assert_eq!(i.intern("a"), 1);
+    }
+
+    #[test]
+    fn pad_unk_vocabularies_pad_with_0_and_encode_unknown_and_literal_pad_tokens_as_1() {
+        let v = Vocab::from_counts_with([("<pad>", 9), ("b", 2), ("a", 2), ("c", 1)], Some(4), Specials::PadUnk);
+        assert_eq!(v.tokens(), ["<pad>", "<unk>", "a", "b"]);
+        assert_eq!([v.id("a"), v.id("b"), v.id("c"), v.id("<pad>"), v.id("<unk>")], [2, 3, 1, 1, 1]);
+        assert_eq!(v.encode(&["b", "c"], 4), [3, 1, 0, 0]);
     }
 
     #[test]
