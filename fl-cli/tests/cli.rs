@@ -384,7 +384,7 @@ fn run_directories_take_plain_names_keep_finished_runs_and_admit_one_process() {
     std::fs::remove_file(run.join("summary.json")).unwrap();
     let again = fl_in(&["run", file, "--quiet"]);
     assert!(
-        stderr(&again).contains("did not finish (metrics.csv, no summary.json); pass --force"),
+        stderr(&again).contains("did not finish (metrics.csv, no summary.json); pass --resume"),
         "{}",
         stderr(&again)
     );
