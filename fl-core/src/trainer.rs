@@ -125,7 +125,7 @@ pub trait TrainSession: Send {
 ///     fn run_until(&mut self, _share: f64) -> Result<()> { Ok(()) }
 ///     fn merge_pulled(&mut self, _: &ParamSet, _: PullInfo) -> Result<()> { Ok(()) }
 ///     fn finish(self: Box<Self>) -> Result<Vec<TrainOutcome>> {
-///         Ok(self.0.into_iter().map(|j| TrainOutcome { params: j.params, mean_loss: 0.0, steps: 0 }).collect())
+///         Ok(self.0.into_iter().map(|j| TrainOutcome { params: j.params, mean_loss: 0.0, steps: 0, state: j.state }).collect())
 ///     }
 /// }
 ///
