@@ -85,36 +85,20 @@ fn summary_text(s: &Summary) -> String {
     serde_json::to_string(s).unwrap()
 }
 
-/// Every method registered, covering each scheduler, aggregator and mask policy.
-const METHODS: [&str; 21] = [
-    "feddyn",
-    "fedlws",
-    "port",
-    "fedavg",
-    "fedprox",
-    "fedasync",
-    "fedbuff",
-    "ra-fed",
-    "ram-fed",
-    "prunefl",
-    "ist",
-    "oap",
-    "splitfl",
-    "fed-raa",
-    "fed-raa-random",
-    "fed-raa-sync",
-    "mp-raa",
-    "asyncnc-afl",
-    "asyncnc-afl-code",
-    "asyncnc-events",
-    "asyncnc-sfl",
-];
+/// Every registered method, so that each scheduler, aggregator and mask policy (and each one
+/// added later) is covered.
+fn methods() -> Vec<&'static str> {
+    let mut names: Vec<&str> = fl_core::inventory::iter::<fl_core::Method>().map(|m| m.name).collect();
+    names.sort_unstable();
+    assert!(names.len() >= 23, "{names:?}");
+    names
+}
 
 #[test]
 fn a_run_resumed_from_any_checkpoint_ends_as_if_it_never_stopped() {
     let dir = fl_build::data_dir();
     assert!(dir.join("mnist/train-images-idx3-ubyte").exists(), "MNIST is not in {}", dir.display());
-    for method in METHODS {
+    for method in methods() {
         for batching in [Batching::Off, Batching::On] {
             let e = experiment(method, batching);
             let what = format!("{method} (batching {batching:?})");
