@@ -471,27 +471,23 @@ impl SgdCohort {
                 .expect("at least one trainable tensor");
             loss = loss + prox * (self.cfg.prox_mu / 2.0);
         }
-        if let Some(g) = &self.dyn_state {
-            let alpha = self.cfg.dyn_alpha;
-            let terms = inputs
-                .iter()
-                .zip(self.start.iter().zip(g))
-                .zip(&self.trainable)
-                .filter(|(_, t)| **t)
-                .map(|((p, (s, g)), _)| {
-                    (p - s.narrow(0, 0, k)).square().sum(Kind::Float) * (alpha / 2.0)
-                        - (p * g.narrow(0, 0, k)).sum(Kind::Float)
-                })
-                .reduce(|a, b| a + b)
-                .expect("at least one trainable tensor");
-            loss = loss + terms;
-        }
         let mut leaf_grads = Tensor::run_backward(&[loss], &leaves, false, false).into_iter();
-        let grads: Vec<Tensor> = self
+        let mut grads: Vec<Tensor> = self
             .trainable
             .iter()
             .map(|&t| if t { leaf_grads.next().expect("one gradient per leaf") } else { Tensor::new() })
             .collect();
+        // FedDyn's α/2 ‖w − w_start‖² − ⟨g, w⟩ enters as its gradient α (w − w_start) − g, added
+        // in place: no graph of model-sized terms at every step.
+        if let Some(g) = &self.dyn_state {
+            let alpha = self.cfg.dyn_alpha;
+            tch::no_grad(|| {
+                for (i, grad) in grads.iter_mut().enumerate().filter(|(i, _)| self.trainable[*i]) {
+                    let w = self.params[i].narrow(0, 0, k);
+                    *grad += (&w - self.start[i].narrow(0, 0, k)) * alpha - g[i].narrow(0, 0, k);
+                }
+            });
+        }
         tch::no_grad(|| self.update(t, k, grads));
         if let Some(stop) = &mut self.stopping {
             stop.after_step(t, k, &batch_loss);
