@@ -251,7 +251,14 @@ mod tests {
             let findings = Findings::load(&dir.join("findings.md"), String::new()).unwrap().unwrap_or_default();
             let rows = expected.tables.iter().flat_map(|t| &t.rows);
             let notes = rows.filter_map(|r| Some((r.run.clone().unwrap_or_default(), r.known.as_deref()?))).chain(
-                grid.orderings.iter().filter_map(|o| Some((o.id.clone().unwrap_or_default(), o.known.as_deref()?))),
+                grid.orderings
+                    .iter()
+                    .filter_map(|o| Some((o.id.clone().unwrap_or_default(), o.known.as_deref()?)))
+                    .chain(
+                        grid.trends
+                            .iter()
+                            .filter_map(|t| Some((t.id.clone().unwrap_or_default(), t.known.as_deref()?))),
+                    ),
             );
             for (id, note) in notes {
                 let at = format!("{}: `{id}`", dir.display());
