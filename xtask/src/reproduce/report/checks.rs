@@ -139,15 +139,8 @@ pub fn evaluate_orderings(grid: &Grid, results: &Results, findings: Option<&Find
                     OrderMetric::TimeToTarget => write!(detail, " (within ε = {} s)", ordering.tolerance),
                 };
             }
-            if ordering.holds_in == Quorum::Most {
-                detail.push_str(" (needs more than half)");
-            }
-            if !broken.is_empty() {
-                let _ = write!(detail, "; not in: {}", broken.join("; "));
-            }
-            let passed = (total > 0).then_some(ordering.holds_in.met(holds, total));
-            add_known(&mut detail, passed, ordering.known.as_deref(), ordering.id.as_deref(), findings);
-            Verdict { what: ordering.what.clone(), passed, detail }
+            let known = Known { text: ordering.known.as_deref(), id: ordering.id.as_deref(), findings };
+            conclude(&ordering.what, detail, (holds, total), ordering.holds_in, &broken, known)
         })
         .collect()
 }
@@ -193,29 +186,46 @@ pub fn evaluate_trends(grid: &Grid, results: &Results, findings: Option<&Finding
             if trend.tolerance > 0.0 {
                 let _ = write!(detail, " (within ε = {} {unit})", trend.tolerance);
             }
-            if trend.holds_in == Quorum::Most {
-                detail.push_str(" (needs more than half)");
-            }
-            if !broken.is_empty() {
-                let _ = write!(detail, "; not in: {}", broken.join("; "));
-            }
-            let passed = (total > 0).then_some(trend.holds_in.met(holds, total));
-            add_known(&mut detail, passed, trend.known.as_deref(), trend.id.as_deref(), findings);
-            Verdict { what: trend.what.clone(), passed, detail }
+            let known = Known { text: trend.known.as_deref(), id: trend.id.as_deref(), findings };
+            conclude(&trend.what, detail, (holds, total), trend.holds_in, &broken, known)
         })
         .collect()
 }
 
-/// Appends what is known of a failed verdict, with a link to its findings section.
-fn add_known(detail: &mut String, passed: Option<bool>, known: Option<&str>, id: Option<&str>, f: Option<&Findings>) {
-    if let (Some(false), Some(known)) = (passed, known) {
-        let _ = write!(detail, ". Known: {known}");
-        if let (Some(f), Some(id)) = (f, id) {
+/// What is known of an ordering or trend that fails, and where its findings section is.
+struct Known<'a> {
+    text: Option<&'a str>,
+    id: Option<&'a str>,
+    findings: Option<&'a Findings>,
+}
+
+/// The verdict of an ordering or trend that held in `holds` of `total` cells: `detail` (the
+/// count and its ε) with the quorum, the cells where it broke and, when it fails, what is known
+/// of it with a link to its findings section.
+fn conclude(
+    what: &str,
+    mut detail: String,
+    (holds, total): (usize, usize),
+    quorum: Quorum,
+    broken: &[String],
+    known: Known,
+) -> Verdict {
+    if quorum == Quorum::Most {
+        detail.push_str(" (needs more than half)");
+    }
+    if !broken.is_empty() {
+        let _ = write!(detail, "; not in: {}", broken.join("; "));
+    }
+    let passed = (total > 0).then_some(quorum.met(holds, total));
+    if let (Some(false), Some(text)) = (passed, known.text) {
+        let _ = write!(detail, ". Known: {text}");
+        if let (Some(f), Some(id)) = (known.findings, known.id) {
             if f.has(id) {
                 let _ = write!(detail, " ([findings]({}#{id}))", f.link);
             }
         }
     }
+    Verdict { what: what.to_string(), passed, detail }
 }
 
 /// The Markdown list of verdicts.
