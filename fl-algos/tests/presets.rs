@@ -28,6 +28,20 @@ fn check(registry: &Registry, name: &str, preset: &str) -> Vec<String> {
             continue;
         };
         let Some(component) = table.get("name").and_then(toml::Value::as_str) else {
+            // A `[model]` without a name holds keys every model reads (MOON's projection head)
+            // and applies to the file's model.
+            if kind == ComponentKind::Model && !table.contains_key("name") {
+                let params = Params::new(file.as_str(), section.as_str(), table.clone());
+                match fl_core::projection_head::split_params(&params) {
+                    Ok((rest, _)) if rest.table.is_empty() => {}
+                    Ok((rest, _)) => problems.push(format!(
+                        "{file}: `model` without a name sets {:?}",
+                        rest.table.keys().collect::<Vec<_>>()
+                    )),
+                    Err(e) => problems.push(e.to_string()),
+                }
+                continue;
+            }
             problems.push(format!("{file}: `{section}.name` is missing or not a string"));
             continue;
         };

@@ -41,8 +41,8 @@ fn best_accuracy(method: &str, extra: &str) -> f64 {
 const ROUNDS: &str = "[scheduler]\nrounds = 20";
 
 /// Each new baseline's method name and its keys for this federation.
-const BASELINES: [(&str, &str); 3] =
-    [("fedlws", ROUNDS), ("port", "[scheduler]\naggregations = 20"), ("feddyn", ROUNDS)];
+const BASELINES: [(&str, &str); 4] =
+    [("fedlws", ROUNDS), ("port", "[scheduler]\naggregations = 20"), ("feddyn", ROUNDS), ("moon", ROUNDS)];
 
 #[test]
 fn each_new_baseline_learns_as_fedavg_does() {

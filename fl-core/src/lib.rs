@@ -20,6 +20,7 @@ pub mod mask_policy;
 pub mod model;
 pub mod params;
 pub mod profile;
+pub mod projection_head;
 pub mod registry;
 pub mod rng;
 pub mod scheduler;

@@ -7,6 +7,10 @@
 //! is a cohort of one ([`forward_one`]); there is no separate single-model path. The same
 //! architecture trains a physically smaller sub-model sliced out by a structured mask (layers
 //! infer their sizes from the tensors they get).
+//!
+//! Every model ends in a linear classifier made of its last two tensors; a model writes the
+//! layers before it ([`Model::features`]), so that methods which work on the representation
+//! (MOON's contrastive loss, a projection head) reach it in any model.
 
 use tch::Tensor;
 
@@ -67,16 +71,19 @@ impl<'a> Mode<'a> {
 /// # Contract
 /// A model holds no weights and is shared (`Arc`) by the engine and every worker thread, so
 /// its methods take `&self` and must be pure functions of their arguments. `init` draws only
-/// from the `rng` it gets. `forward` receives the tensors in [`Model::structure`] order with a
-/// leading client dimension, and must keep clients apart: client `c`'s logits may depend only
-/// on its own slices of the parameters, inputs and noise (that is what makes a client's result
+/// from the `rng` it gets. Its last two tensors are a linear classifier (`weight` `[classes,
+/// D]`, `bias` `[classes]`) applied to [`Model::features`]. `features` receives the other
+/// tensors in [`Model::structure`] order with a leading client dimension, and must keep
+/// clients apart: client `c`'s output may depend only on its own slices of the tensors,
+/// inputs and noise (that is what makes a client's result
 /// the same alone or in a cohort). It must read sizes from the tensors it gets, not from the
 /// structure, since a structured mask hands it a smaller sub-model. Buffers
 /// ([`crate::TensorSpec::trainable`] false) are updated in place in training mode.
 /// `flops_per_tensor` feeds the cost model and must be a deterministic function of the shapes.
 ///
 /// # Example
-/// Multinomial logistic regression on flat inputs, `logits = x Wᵀ + b`:
+/// Multinomial logistic regression on flat inputs, `logits = x Wᵀ + b`: no layer before the
+/// classifier, so the features are the inputs.
 /// ```
 /// use fl_core::rng::{self, Rng};
 /// use fl_core::tch::{Device, Kind, Tensor};
@@ -92,8 +99,8 @@ impl<'a> Mode<'a> {
 ///         let zeros = |t: &TensorSpec| Tensor::zeros(t.shape.as_slice(), (Kind::Float, Device::Cpu));
 ///         ParamSet::new(self.0.names(), self.0.tensors.iter().map(zeros).collect()).unwrap()
 ///     }
-///     fn forward(&self, p: &[Tensor], x: &Tensor, _: &mut Mode) -> Tensor {
-///         p[1].unsqueeze(1).baddbmm(x, &p[0].transpose(1, 2), 1, 1) // [C, B, classes]
+///     fn features(&self, _body: &[Tensor], x: &Tensor, _: &mut Mode) -> Tensor {
+///         x.shallow_clone() // [C, B, 784]
 ///     }
 ///     fn flops_per_tensor(&self, shapes: &[Vec<i64>]) -> Vec<f64> {
 ///         vec![2.0 * (shapes[0][0] * shapes[0][1]) as f64, 0.0]
@@ -113,11 +120,24 @@ pub trait Model: Send + Sync {
     /// Fresh parameters on the CPU, drawn from `rng` with PyTorch's default initialisation.
     fn init(&self, rng: &mut Rng) -> ParamSet;
 
-    /// Logits `[C, B, classes]` of a cohort of `C` clients: `params` in structure order, each
-    /// `[C, ...shape]` (shapes may be those of a structured mask's sub-model, equal across the
-    /// cohort), and `x` `[C, B, ...input_shape]`. Client `c`'s logits depend on its own slice
-    /// of the parameters, inputs and noise alone.
-    fn forward(&self, params: &[Tensor], x: &Tensor, mode: &mut Mode) -> Tensor;
+    /// The representation `[C, B, D]` that the classifier reads, of a cohort of `C` clients:
+    /// `body` holds every tensor but the classifier's (the model's last two, `weight`
+    /// `[classes, D]` and `bias` `[classes]`) in structure order, each `[C, ...shape]` (shapes
+    /// may be those of a structured mask's sub-model, equal across the cohort), and `x`
+    /// `[C, B, ...input_shape]`. Client `c`'s features depend on its own slice of the
+    /// tensors, inputs and noise alone.
+    fn features(&self, body: &[Tensor], x: &Tensor, mode: &mut Mode) -> Tensor;
+
+    /// Logits `[C, B, classes]` of a cohort: `params` in structure order, each
+    /// `[C, ...shape]`; the classifier (the last two tensors) applied to
+    /// [`Model::features`] of the others.
+    ///
+    /// # Panics
+    /// If `params` holds fewer than the classifier's two tensors.
+    fn forward(&self, params: &[Tensor], x: &Tensor, mode: &mut Mode) -> Tensor {
+        let (body, head) = split_classifier(params);
+        linear(&self.features(body, x, mode), &head[0], &head[1])
+    }
 
     /// Forward FLOPs per sample attributed to each tensor, for the given (sub-)model shapes.
     /// A multiply-add counts as 2 FLOPs. The sum is the model's forward cost.
@@ -127,6 +147,39 @@ pub trait Model: Send + Sync {
     fn forward_flops(&self, shapes: &[Vec<i64>]) -> f64 {
         self.flops_per_tensor(shapes).iter().sum()
     }
+}
+
+/// `x Wᵀ + b` per client: `x` `[C, B, in]`, `w` `[C, out, in]`, `b` `[C, out]` → `[C, B, out]`,
+/// as one batched matrix product.
+pub fn linear(x: &Tensor, w: &Tensor, b: &Tensor) -> Tensor {
+    b.unsqueeze(1).baddbmm(x, &w.transpose(1, 2), 1, 1)
+}
+
+/// Forward FLOPs per sample of one weight (rank ≥ 2) or bias (rank 1) tensor applied at
+/// `positions` output positions (1 for a linear layer, `H_out · W_out` for a convolution).
+///
+/// The convention every model follows: a multiply-add is 2 FLOPs and a bias addition 1 FLOP
+/// per output element, so a linear weight `[out, in]` costs `2 · out · in`, its bias `out`, and
+/// a convolution weight `[co, ci, kh, kw]` costs `2 · co · ci · kh · kw` at each of its output
+/// positions, its bias `co` per position. Activations, pooling, dropout, flattening and the
+/// loss are not counted: they attach to no parameter tensor and are a small share of the total.
+pub fn tensor_flops(shape: &[i64], positions: i64) -> f64 {
+    let elements: i64 = shape.iter().product();
+    let per_position = if shape.len() >= 2 { 2 * elements } else { elements };
+    (per_position * positions) as f64
+}
+
+/// A model's tensors split into its body and its classifier (the last two: weight, bias).
+///
+/// # Panics
+/// If there are fewer than two tensors.
+pub fn split_classifier<T>(tensors: &[T]) -> (&[T], &[T]) {
+    assert!(
+        tensors.len() >= 2,
+        "a model ends in a linear classifier: expected at least 2 tensors, got {}",
+        tensors.len()
+    );
+    tensors.split_at(tensors.len() - 2)
 }
 
 /// Logits `[B, classes]` of one parameter set (unstacked tensors) on a batch `[B, ...]`: the

@@ -285,10 +285,12 @@ macro_rules! register {
                 name: $name,
                 summary: $summary,
                 paper: $paper,
-                defaults: $crate::registry::defaults_of::<<$ty as $crate::from_config::ModelFromConfig>::Config>,
+                defaults: $crate::projection_head::defaults_with_key::<<$ty as $crate::from_config::ModelFromConfig>::Config>,
                 build: $crate::registry::Builder::Model(|p, spec| {
+                    let (p, head) = $crate::projection_head::split_params(p)?;
                     let config = p.parse_valid(<$ty as $crate::from_config::ModelFromConfig>::validate)?;
-                    Ok(::std::sync::Arc::new(<$ty as $crate::from_config::ModelFromConfig>::from_config(config, spec)?))
+                    let model = <$ty as $crate::from_config::ModelFromConfig>::from_config(config, spec)?;
+                    Ok($crate::projection_head::wrap(::std::sync::Arc::new(model), head))
                 }),
                 origin: module_path!(),
             }

@@ -32,6 +32,20 @@ pub fn stream(root: u64, tags: &[u64]) -> Rng {
     Rng::seed_from_u64(derive_seed(root, tags))
 }
 
+/// A CPU float32 tensor of `shape` with elements drawn from U(−bound, bound) on the host
+/// (model initialisation: never libtorch's shared generator).
+///
+/// # Panics
+/// If `bound` is not finite and positive.
+pub fn uniform(rng: &mut Rng, shape: &[i64], bound: f64) -> Tensor {
+    use rand::distr::{Distribution, Uniform};
+    let dist = Uniform::new(-bound as f32, bound as f32)
+        .unwrap_or_else(|e| panic!("uniform: bound {bound} is not a valid range: {e}"));
+    let n: i64 = shape.iter().product();
+    let values: Vec<f32> = (0..n).map(|_| dist.sample(rng)).collect();
+    Tensor::from_slice(&values).reshape(shape)
+}
+
 /// Tags naming the independent streams of a run.
 pub mod tag {
     /// The partitioner's split of the training samples among clients.

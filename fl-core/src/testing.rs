@@ -43,8 +43,8 @@ impl Model for TinyLinear {
         ParamSet::new(self.structure.names(), vec![zeros(&[2, 2]), zeros(&[2])]).expect("two names, two tensors")
     }
 
-    fn forward(&self, p: &[Tensor], x: &Tensor, _: &mut Mode) -> Tensor {
-        p[1].unsqueeze(1).baddbmm(x, &p[0].transpose(1, 2), 1, 1)
+    fn features(&self, _body: &[Tensor], x: &Tensor, _: &mut Mode) -> Tensor {
+        x.shallow_clone()
     }
 
     fn flops_per_tensor(&self, shapes: &[Vec<i64>]) -> Vec<f64> {

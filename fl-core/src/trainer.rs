@@ -12,6 +12,7 @@
 //! mid-training pull), the session merges what it received, and training resumes. Such a job
 //! trains as a cohort of one.
 
+mod contrastive;
 pub mod rates;
 pub mod reference;
 mod schedule;

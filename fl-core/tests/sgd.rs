@@ -218,3 +218,119 @@ fn feddyn_adds_its_linear_and_quadratic_terms_and_hands_on_its_state() {
     // Without α no state is kept.
     assert!(Sgd::new(SgdConfig::default()).train(job(None)).unwrap().state.is_none());
 }
+
+/// A linear layer without bias before a linear classifier: features `A x`, logits `W A x + b`.
+/// Its tensors are `a` `[2, 2]`, then the classifier `w` `[2, 2]`, `b` `[2]`.
+struct TwoLayer(fl_core::Structure);
+
+impl TwoLayer {
+    fn new() -> Self {
+        let t = |name: &str, shape: Vec<i64>| fl_core::TensorSpec::new(name, shape);
+        TwoLayer(fl_core::Structure {
+            tensors: vec![t("a", vec![2, 2]), t("w", vec![2, 2]), t("b", vec![2])],
+            groups: vec![],
+        })
+    }
+}
+
+impl Model for TwoLayer {
+    fn structure(&self) -> &fl_core::Structure {
+        &self.0
+    }
+    fn init(&self, _: &mut rng::Rng) -> ParamSet {
+        unreachable!("the tests give the parameters")
+    }
+    fn features(&self, body: &[Tensor], x: &Tensor, _: &mut fl_core::Mode) -> Tensor {
+        x.bmm(&body[0].transpose(1, 2))
+    }
+    fn flops_per_tensor(&self, _: &[Vec<i64>]) -> Vec<f64> {
+        vec![0.0; 3]
+    }
+}
+
+fn two_layer(values: [[f32; 4]; 2], b: [f32; 2]) -> ParamSet {
+    let names = ["a", "w", "b"].map(String::from).to_vec();
+    let m = |v: [f32; 4]| Tensor::from_slice(&v).reshape([2, 2]);
+    ParamSet::new(names, vec![m(values[0]), m(values[1]), Tensor::from_slice(&b)]).unwrap()
+}
+
+fn flat(p: &ParamSet) -> Vec<f64> {
+    p.tensors().iter().flat_map(|t| Vec::<f32>::try_from(&t.flatten(0, -1)).unwrap()).map(f64::from).collect()
+}
+
+#[test]
+fn moon_adds_its_contrastive_gradient_and_keeps_the_trained_model() {
+    // One step (η = 1) on sample 0 of `tiny_dataset`, x = (1, 0) of class 0. Start A₀ =
+    // [[1, 0.5], [0, 1]], so z = A x = (1, 0) = z_glob: sim(z, z_glob) = 1 and the positive's
+    // gradient vanishes there. W₀ = [[0.5, 0.5], [0.5, 0.5]], b₀ = (0, 0): equal logits,
+    // p = (½, ½), and Wᵀ (p − y) = 0, so the cross-entropy sends no gradient to A.
+    // The previous model's A_prev = [[0, 0], [1, 0]] gives z_prev = (0, 1): s_p = 0.
+    //
+    // ℓ = softplus((s_p − s_g)/τ); ∂ℓ/∂z = σ((s_p − s_g)/τ)/τ · (∇sim(z, z_prev) − ∇sim(z, z_glob)),
+    // with ∇_z sim(z, u) = u/(|z||u|) − sim(z, u) z/|z|²: (0, 1) − 0 for z_prev, 0 for z_glob.
+    // With μ = 2, τ = 0.5: ∂(μℓ)/∂z = 2 σ(−2)/0.5 (0, 1) = (0, c), c = 4 σ(−2) = 0.4768116880;
+    // ∂/∂A = (∂/∂z) xᵀ = [[0, 0], [c, 0]], so A₁ = [[1, 0.5], [−c, 1]].
+    // The classifier: ∂CE/∂W = (p − y) zᵀ = [[−½, 0], [½, 0]], ∂CE/∂b = (−½, ½):
+    // W₁ = [[1, 0.5], [0, 0.5]], b₁ = (½, −½).
+    // With the signs of the positive and negative swapped, A₁[1][0] = +4 σ(2)… ≠ −c; without
+    // τ, c = 2 σ(−1) = 0.5378828428; without μ, c/2.
+    let c = 4.0 / (1.0 + 2f64.exp());
+    assert!((c - 0.4768116880).abs() < 1e-9, "the comment's number");
+    let start = two_layer([[1.0, 0.5, 0.0, 1.0], [0.5; 4]], [0.0, 0.0]);
+    let previous = two_layer([[0.0, 0.0, 1.0, 0.0], [9.0; 4]], [9.0, 9.0]);
+    let model = Arc::new(TwoLayer::new()) as Arc<dyn Model>;
+    let job = |state: Option<ParamSet>| TrainJob {
+        model: Arc::clone(&model),
+        params: start.deep_clone(),
+        indices: Tensor::from_slice(&[0i64]),
+        state,
+        ..job(None)
+    };
+    let cfg =
+        SgdConfig { lr: 1.0, batch_size: 1, steps: Some(1), moon_mu: 2.0, moon_temperature: 0.5, ..Default::default() };
+    let trainer = Sgd::new(cfg.clone());
+    assert_eq!(trainer.client_state_copies(), 1);
+    let out = trainer.train(job(Some(previous.deep_clone()))).unwrap();
+    let want = [1.0, 0.5, -c, 1.0, 1.0, 0.5, 0.0, 0.5, 0.5, -0.5];
+    let close = |got: &[f64], want: &[f64]| {
+        assert!(got.iter().zip(want).all(|(g, w)| (g - w).abs() < 1e-6), "got {got:?}, want {want:?}");
+    };
+    close(&flat(&out.params), &want);
+    // The state handed on is the trained model.
+    close(&flat(out.state.as_ref().expect("MOON keeps the previous model")), &want);
+
+    // A first job has no previous model: the term vanishes, and the step is plain SGD.
+    let first = trainer.train(job(None)).unwrap();
+    let plain = Sgd::new(SgdConfig { moon_mu: 0.0, ..cfg }).train(job(None)).unwrap();
+    close(&flat(&first.params), &flat(&plain.params));
+    close(&flat(&first.params), &[1.0, 0.5, 0.0, 1.0, 1.0, 0.5, 0.0, 0.5, 0.5, -0.5]);
+    assert!(first.state.is_some());
+}
+
+#[test]
+fn moon_jobs_give_the_same_result_alone_and_in_a_cohort() {
+    // Three clients, one without a previous model, trained together and one by one.
+    let model = Arc::new(TwoLayer::new()) as Arc<dyn Model>;
+    let data = tiny_dataset();
+    let job = |client: i64, state: Option<ParamSet>| TrainJob {
+        model: Arc::clone(&model),
+        params: two_layer([[0.3, -0.2, 0.4, 0.1], [0.2, -0.1, 0.5, 0.3]], [0.0, 0.1]),
+        indices: Tensor::arange_start(client * 2, client * 2 + 2, fl_core::tch::kind::INT64_CPU),
+        data: data.shallow_clone(),
+        rng: rng::stream(5, &[client as u64]),
+        noise: TensorNoise::new(client as u64),
+        state,
+        ..job(None)
+    };
+    let prev = |k: f32| Some(two_layer([[k, 0.2, -0.3, k], [0.0; 4]], [0.0; 2]));
+    let states = [prev(0.7), None, prev(-0.4)];
+    let state = |c: i64| states[c as usize].as_ref().map(ParamSet::deep_clone);
+    let cfg = SgdConfig { lr: 0.1, batch_size: 1, epochs: 2, momentum: 0.5, moon_mu: 1.0, ..Default::default() };
+    let trainer = Sgd::new(cfg);
+    let together = trainer.train_cohort((0..3).map(|c| job(c, state(c))).collect()).unwrap();
+    for c in 0..3 {
+        let alone = trainer.train(job(c, state(c))).unwrap();
+        let (a, b) = (flat(&alone.params), flat(&together[c as usize].params));
+        assert!(a.iter().zip(&b).all(|(x, y)| (x - y).abs() < 1e-6), "client {c}: alone {a:?}, cohort {b:?}");
+    }
+}

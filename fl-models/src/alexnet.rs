@@ -138,9 +138,9 @@ impl Model for AlexNet {
         self.layout.init(rng)
     }
 
-    fn forward(&self, params: &[Tensor], x: &Tensor, mode: &mut Mode) -> Tensor {
-        let mut p = Cursor::new(NAME, params, 16);
-        let clients = params[0].size()[0];
+    fn features(&self, body: &[Tensor], x: &Tensor, mode: &mut Mode) -> Tensor {
+        let mut p = Cursor::new(NAME, body, 14);
+        let clients = body[0].size()[0];
         let [c, h, w] = self.input;
         let mut x = cohort::to_grouped(&x.reshape([clients, -1, c, h, w]));
         for i in 0..CHANNELS.len() {
@@ -155,9 +155,7 @@ impl Model for AlexNet {
         let (weight, bias) = p.pair();
         let x = mode.dropout(&cohort::linear(&x, weight, bias).relu(), p_drop);
         let (weight, bias) = p.pair();
-        let x = cohort::linear(&x, weight, bias).relu();
-        let (weight, bias) = p.pair();
-        cohort::linear(&x, weight, bias)
+        cohort::linear(&x, weight, bias).relu()
     }
 
     fn flops_per_tensor(&self, shapes: &[Vec<i64>]) -> Vec<f64> {

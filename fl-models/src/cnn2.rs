@@ -89,17 +89,16 @@ impl Model for Cnn2 {
         self.layout.init(rng)
     }
 
-    fn forward(&self, params: &[Tensor], x: &Tensor, _mode: &mut Mode) -> Tensor {
-        let mut p = Cursor::new(NAME, params, 6);
-        let clients = params[0].size()[0];
+    fn features(&self, body: &[Tensor], x: &Tensor, _mode: &mut Mode) -> Tensor {
+        let mut p = Cursor::new(NAME, body, 4);
+        let clients = body[0].size()[0];
         let [c, h, w] = self.input;
         let x = cohort::to_grouped(&x.reshape([clients, -1, c, h, w]));
         let (weight, bias) = p.pair();
         let x = cohort::conv2d(&x, weight, bias, 1, 0).relu();
         let (weight, bias) = p.pair();
         let x = cohort::conv2d(&x, weight, bias, 1, 0).relu();
-        let (weight, bias) = p.pair();
-        cohort::linear(&flatten(&x, clients), weight, bias)
+        flatten(&x, clients)
     }
 
     fn flops_per_tensor(&self, shapes: &[Vec<i64>]) -> Vec<f64> {

@@ -103,9 +103,9 @@ impl Model for Cnn3 {
         ParamSet::new(self.structure.names(), tensors).expect("one tensor per structure entry")
     }
 
-    fn forward(&self, params: &[Tensor], x: &Tensor, _mode: &mut Mode) -> Tensor {
-        let [c1w, c1b, c2w, c2b, c3w, c3b, fw, fb] = params else {
-            panic!("cnn3 forward: expected 8 tensors, got {}", params.len());
+    fn features(&self, body: &[Tensor], x: &Tensor, _mode: &mut Mode) -> Tensor {
+        let [c1w, c1b, c2w, c2b, c3w, c3b] = body else {
+            panic!("cnn3 features: expected 6 tensors before the classifier, got {}", body.len());
         };
         let clients = c1w.size()[0];
         let [c, h, w] = self.input;
@@ -114,7 +114,7 @@ impl Model for Cnn3 {
         let x = cohort::conv2d(&x, c1w, c1b, 1, 1).relu();
         let x = cohort::conv2d(&x, c2w, c2b, 1, 1).relu();
         let x = cohort::conv2d(&x, c3w, c3b, 1, 1).relu();
-        cohort::linear(&cohort::global_avg_pool(&x, clients), fw, fb)
+        cohort::global_avg_pool(&x, clients)
     }
 
     fn flops_per_tensor(&self, shapes: &[Vec<i64>]) -> Vec<f64> {

@@ -15,10 +15,7 @@
 use fl_core::Mode;
 use tch::{Kind, Tensor};
 
-/// `x Wᵀ + b` per client: `x` `[C, B, in]`, `w` `[C, out, in]`, `b` `[C, out]` → `[C, B, out]`.
-pub fn linear(x: &Tensor, w: &Tensor, b: &Tensor) -> Tensor {
-    b.unsqueeze(1).baddbmm(x, &w.transpose(1, 2), 1, 1)
-}
+pub use fl_core::model::linear;
 
 /// `[C, B, ch, H, W]` → the grouped layout `[B, C·ch, H, W]`.
 pub fn to_grouped(x: &Tensor) -> Tensor {

@@ -147,13 +147,19 @@ impl Model for FastText {
         ParamSet::new(self.structure.names(), tensors).expect("one tensor per structure entry")
     }
 
-    fn forward(&self, params: &[Tensor], x: &Tensor, _mode: &mut Mode) -> Tensor {
-        assert_eq!(params.len(), 5, "fasttext forward: expected 5 tensors, got {}", params.len());
+    fn features(&self, body: &[Tensor], x: &Tensor, _mode: &mut Mode) -> Tensor {
+        assert_eq!(body.len(), 3, "fasttext features: expected 3 tensors before the classifier, got {}", body.len());
         // PyTorch's `padding_idx`: the padding row's gradient is zero.
-        let embedded = cohort::embedding(&params[0], x, PADDING_IDX);
+        let embedded = cohort::embedding(&body[0], x, PADDING_IDX);
         let mean = embedded.mean_dim(2, false, embedded.kind());
-        let hidden = cohort::linear(&mean, &params[1], &params[2]);
-        cohort::linear(&hidden, &params[3], &params[4]).log_softmax(-1, hidden.kind())
+        cohort::linear(&mean, &body[1], &body[2])
+    }
+
+    /// The classifier's logits through `log_softmax`, as the paper's model outputs.
+    fn forward(&self, params: &[Tensor], x: &Tensor, mode: &mut Mode) -> Tensor {
+        let (body, head) = fl_core::model::split_classifier(params);
+        let logits = cohort::linear(&self.features(body, x, mode), &head[0], &head[1]);
+        logits.log_softmax(-1, logits.kind())
     }
 
     fn flops_per_tensor(&self, shapes: &[Vec<i64>]) -> Vec<f64> {

@@ -1,18 +1,7 @@
-//! Forward-FLOP counting shared by the models, per sample.
-//!
-//! The convention: a multiply-add is 2 FLOPs and a bias addition 1 FLOP per output element, so
-//! a linear weight `[out, in]` costs `2 · out · in`, its bias `out`, and a convolution weight
-//! `[co, ci, kh, kw]` costs `2 · co · ci · kh · kw` at each of its output positions, its bias
-//! `co` per position. Activations, pooling, dropout, flattening and the loss are not counted:
-//! they attach to no parameter tensor and are a small share of the total.
+//! Forward-FLOP counting shared by the models, per sample: fl-core's convention
+//! ([`fl_core::model::tensor_flops`]), under the name the models use.
 
-/// FLOPs attributed to one weight (rank ≥ 2) or bias (rank 1) tensor applied at `positions`
-/// output positions (1 for a linear layer, `H_out · W_out` for a convolution).
-pub fn of_tensor(shape: &[i64], positions: i64) -> f64 {
-    let elements: i64 = shape.iter().product();
-    let per_position = if shape.len() >= 2 { 2 * elements } else { elements };
-    (per_position * positions) as f64
-}
+pub use fl_core::model::tensor_flops as of_tensor;
 
 #[cfg(test)]
 mod tests {

@@ -11,21 +11,11 @@
 
 use fl_core::rng::Rng;
 use fl_core::{ParamSet, Structure};
-use rand::distr::{Distribution, Uniform};
+use rand::distr::Distribution;
 use rand_distr::StandardNormal;
 use tch::Tensor;
 
-/// A CPU float32 tensor of `shape` with elements drawn from U(−bound, bound).
-///
-/// # Panics
-/// If `bound` is not finite and positive.
-pub fn uniform(rng: &mut Rng, shape: &[i64], bound: f64) -> Tensor {
-    let dist = Uniform::new(-bound as f32, bound as f32)
-        .unwrap_or_else(|e| panic!("init::uniform: bound {bound} is not a valid range: {e}"));
-    let n: i64 = shape.iter().product();
-    let values: Vec<f32> = (0..n).map(|_| dist.sample(rng)).collect();
-    Tensor::from_slice(&values).reshape(shape)
-}
+pub use fl_core::rng::uniform;
 
 /// A CPU float32 tensor of `shape` with elements drawn from N(0, std²).
 pub fn normal(rng: &mut Rng, shape: &[i64], std: f64) -> Tensor {

@@ -122,9 +122,9 @@ impl Model for LeNet5 {
         init::pytorch_default(&self.structure, rng)
     }
 
-    fn forward(&self, params: &[Tensor], x: &Tensor, _mode: &mut Mode) -> Tensor {
-        let [c1w, c1b, c2w, c2b, f1w, f1b, f2w, f2b, f3w, f3b] = params else {
-            panic!("lenet5 forward: expected 10 tensors, got {}", params.len());
+    fn features(&self, body: &[Tensor], x: &Tensor, _mode: &mut Mode) -> Tensor {
+        let [c1w, c1b, c2w, c2b, f1w, f1b, f2w, f2b] = body else {
+            panic!("lenet5 features: expected 8 tensors before the classifier, got {}", body.len());
         };
         let clients = c1w.size()[0];
         let [c, h, w] = self.input;
@@ -135,8 +135,7 @@ impl Model for LeNet5 {
         let x = conv_relu_pool(&x, c2w, c2b, 0);
         let x = x.reshape([x.size()[0], clients, -1]).transpose(0, 1);
         let x = cohort::linear(&x, f1w, f1b).relu();
-        let x = cohort::linear(&x, f2w, f2b).relu();
-        cohort::linear(&x, f3w, f3b)
+        cohort::linear(&x, f2w, f2b).relu()
     }
 
     fn flops_per_tensor(&self, shapes: &[Vec<i64>]) -> Vec<f64> {

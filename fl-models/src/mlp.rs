@@ -141,21 +141,12 @@ impl Model for Mlp {
         init::pytorch_default(&self.structure, rng)
     }
 
-    fn forward(&self, params: &[Tensor], x: &Tensor, mode: &mut Mode) -> Tensor {
-        assert_eq!(
-            params.len(),
-            self.structure.tensors.len(),
-            "mlp forward: expected {} tensors, got {}",
-            self.structure.tensors.len(),
-            params.len()
-        );
-        let layers = params.len() / 2;
+    fn features(&self, body: &[Tensor], x: &Tensor, mode: &mut Mode) -> Tensor {
+        let want = self.structure.tensors.len() - 2;
+        assert_eq!(body.len(), want, "mlp features: expected {want} tensors before the classifier, got {}", body.len());
         let mut h = x.flatten(2, -1);
-        for (i, layer) in params.chunks(2).enumerate() {
-            h = cohort::linear(&h, &layer[0], &layer[1]);
-            if i + 1 < layers {
-                h = self.hidden_activation(&h, mode);
-            }
+        for layer in body.chunks(2) {
+            h = self.hidden_activation(&cohort::linear(&h, &layer[0], &layer[1]), mode);
         }
         h
     }

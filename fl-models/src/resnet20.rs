@@ -223,21 +223,25 @@ impl Model for ResNet20 {
         ParamSet::new(self.structure.names(), tensors).expect("one tensor per structure entry")
     }
 
-    fn forward(&self, params: &[Tensor], x: &Tensor, mode: &mut Mode) -> Tensor {
-        let want = self.structure.tensors.len();
-        assert_eq!(params.len(), want, "resnet20 forward: expected {want} tensors, got {}", params.len());
-        let clients = params[0].size()[0];
+    fn features(&self, body: &[Tensor], x: &Tensor, mode: &mut Mode) -> Tensor {
+        let want = self.structure.tensors.len() - 2;
+        assert_eq!(
+            body.len(),
+            want,
+            "resnet20 features: expected {want} tensors before the classifier, got {}",
+            body.len()
+        );
+        let clients = body[0].size()[0];
         let [c, h, w] = self.input;
         let mode = &*mode;
-        let mut p = Cursor(params.iter());
+        let mut p = Cursor(body.iter());
         // Every convolution, BatchNorm and addition runs in the grouped layout; only the pooled
         // features leave it.
         let mut x = p.conv_bn(&cohort::to_grouped(&x.reshape([clients, -1, c, h, w])), 1, 1, mode).relu();
         for &block in &self.blocks {
             x = p.block(&x, block, mode);
         }
-        let (weight, bias) = (p.next(), p.next());
-        cohort::linear(&cohort::global_avg_pool(&x, clients), weight, bias)
+        cohort::global_avg_pool(&x, clients)
     }
 
     fn flops_per_tensor(&self, shapes: &[Vec<i64>]) -> Vec<f64> {

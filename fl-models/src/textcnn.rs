@@ -159,8 +159,8 @@ impl Model for TextCnn {
         self.layout.init(rng)
     }
 
-    fn forward(&self, params: &[Tensor], x: &Tensor, mode: &mut Mode) -> Tensor {
-        let mut p = Cursor::new(NAME, params, self.structure.tensors.len());
+    fn features(&self, body: &[Tensor], x: &Tensor, mode: &mut Mode) -> Tensor {
+        let mut p = Cursor::new(NAME, body, self.structure.tensors.len() - 2);
         // `[C, B, L, dim]` → the grouped layout `[B, C·dim, 1, L]`.
         let embedded = cohort::embedding(p.next(), x, PADDING_IDX);
         let [c, b, len, dim] = embedded.size()[..] else {
@@ -180,9 +180,7 @@ impl Model for TextCnn {
             .collect();
         // Filter-major features `[C, B, filters · widths]` (see the module documentation).
         let features = Tensor::stack(&pooled, -1).flatten(2, -1);
-        let features = mode.dropout(&features, self.cfg.dropout);
-        let (weight, bias) = p.pair();
-        cohort::linear(&features, weight, bias)
+        mode.dropout(&features, self.cfg.dropout)
     }
 
     fn flops_per_tensor(&self, shapes: &[Vec<i64>]) -> Vec<f64> {

@@ -132,9 +132,9 @@ impl Model for Vgg11 {
         self.layout.init(rng)
     }
 
-    fn forward(&self, params: &[Tensor], x: &Tensor, mode: &mut Mode) -> Tensor {
-        let mut p = Cursor::new(NAME, params, self.structure.tensors.len());
-        let clients = params[0].size()[0];
+    fn features(&self, body: &[Tensor], x: &Tensor, mode: &mut Mode) -> Tensor {
+        let mut p = Cursor::new(NAME, body, self.structure.tensors.len() - 2);
+        let clients = body[0].size()[0];
         let [c, h, w] = self.input;
         let mode = &*mode;
         let mut x = cohort::to_grouped(&x.reshape([clients, -1, c, h, w]));
@@ -148,8 +148,7 @@ impl Model for Vgg11 {
                 }
             };
         }
-        let (weight, bias) = p.pair();
-        cohort::linear(&cohort::global_avg_pool(&x, clients), weight, bias)
+        cohort::global_avg_pool(&x, clients)
     }
 
     fn flops_per_tensor(&self, shapes: &[Vec<i64>]) -> Vec<f64> {

@@ -55,7 +55,20 @@ fn client_state(model: &dyn Model, j: u64, seed: u64) -> Vec<Tensor> {
 /// move in training mode). Client `j`
 /// has `real[j]` real samples of the `batch`; the rest are padding.
 fn cohort_vs_alone(name: &str, spec: &DataSpec, batch: i64, real: &[i64], train: bool, seed: u64) -> f64 {
-    let model = model(name, spec);
+    cohort_vs_alone_with(name, "", spec, batch, real, train, seed)
+}
+
+/// [`cohort_vs_alone`] of the model built from the `[model]` keys `table`.
+fn cohort_vs_alone_with(
+    name: &str,
+    table: &str,
+    spec: &DataSpec,
+    batch: i64,
+    real: &[i64],
+    train: bool,
+    seed: u64,
+) -> f64 {
+    let model = build(name, table, spec).unwrap();
     let clients = real.len() as i64;
     let states: Vec<Vec<Tensor>> = (0..clients as u64).map(|j| client_state(&*model, j, seed)).collect();
     let stacked: Vec<Tensor> = (0..states[0].len())
@@ -104,6 +117,11 @@ fn cohort_vs_alone(name: &str, spec: &DataSpec, batch: i64, real: &[i64], train:
     worst
 }
 
+/// The defaults of a model without keys of its own: the projection head's, off.
+fn only_projection_dim() -> toml::Table {
+    toml::from_str("projection_dim = 0").unwrap()
+}
+
 fn image(channels: i64, side: i64) -> DataSpec {
     DataSpec { input_shape: vec![channels, side, side], classes: 10, vocab_size: None }
 }
@@ -119,7 +137,7 @@ fn both_models_are_registered_without_parameters() {
     let registry = Registry::get().unwrap();
     for (name, spec, params) in [("cnn3", image(1, 28), 19_146), ("resnet20", image(3, 32), 272_474)] {
         let c = registry.component(fl_core::ComponentKind::Model, name, "", "").unwrap();
-        assert!((c.defaults)().is_empty(), "{name}");
+        assert_eq!((c.defaults)(), only_projection_dim(), "{name}");
         assert_eq!(model(name, &spec).structure().num_params(), params);
         let err = build(name, "width = 2", &spec).err().expect("unknown key").to_string();
         assert!(err.contains("width"), "{err}");
@@ -194,7 +212,7 @@ fn fedasmu_models_are_registered_with_their_parameter_counts() {
         (Some(100), Some(100), Some(0.5))
     );
     assert_eq!(t["widths"].as_array().unwrap().iter().map(|w| w.as_integer().unwrap()).collect::<Vec<_>>(), [3, 4, 5]);
-    assert!(defaults("cnn2").is_empty() && defaults("vgg11").is_empty());
+    assert_eq!((defaults("cnn2"), defaults("vgg11")), (only_projection_dim(), only_projection_dim()));
     let small = build("textcnn", "dim = 4\nfilters = 2\nwidths = [2]\ndropout = 0.0", &text(10, 5, 2)).unwrap();
     // Embedding 10·4 + conv 2·4·2 + 2 + fc 2·2 + 2.
     assert_eq!(small.structure().num_params(), 40 + 18 + 6);
@@ -278,4 +296,19 @@ fn textcnn_cohort_of_imdb_sized_documents_is_each_client_alone_with_its_dropout(
 fn resnet20_cohort_of_tiny_imagenet_images_is_each_client_alone() {
     // Tiny-ImageNet: 3×64×64, 200 classes; the last stage is 16×16, then the global pool.
     full_size_cohort_of_three("resnet20", &DataSpec { classes: 200, ..image(3, 64) }, 3, &ALL_CASES);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(8))]
+
+    #[test]
+    fn a_projection_head_cohort_is_each_client_alone(
+        clients in 1i64..4, batch in 2i64..4, train in any::<bool>(), padded in any::<bool>(), seed in 0u64..1000,
+        name in prop::sample::select(vec!["lenet5", "vgg11", "mlp"]),
+    ) {
+        let spec = if name == "vgg11" { image(3, 32) } else { image(1, 28) };
+        let real = real_counts(clients, batch, padded, 2);
+        let d = cohort_vs_alone_with(name, "projection_dim = 8", &spec, batch, &real, train, seed);
+        prop_assert!(d <= 1e-5, "max difference {}", d);
+    }
 }

@@ -48,6 +48,16 @@ inventory::submit! {
 
 inventory::submit! {
     Method {
+        name: "moon",
+        summary: "MOON: FedAvg rounds, clients add μ·ℓ_con between the projections of their model, the global one and their previous one (μ = 1, τ = 0.5, head 256)",
+        paper: "Li, He and Song, Model-Contrastive Federated Learning, CVPR 2021",
+        preset: include_str!("../presets/moon.toml"),
+        origin: module_path!(),
+    }
+}
+
+inventory::submit! {
+    Method {
         name: "fedlws",
         summary: "FedLWS: FedAvg's mean, each layer shrunk by γ_l from the spread of the clients' updates (β = 0.03, τ ∈ [0.01, 0.2])",
         paper: "Shi et al., ICLR 2025",

@@ -3,7 +3,9 @@
 //! written directly on tensors so that every random draw comes from the job's own streams. A
 //! cohort trains as one computation: parameters, optimizer state, masks and starting points
 //! stacked along the client dimension, one backward pass and one update of the stack per step.
-//! A model pulled mid-training is mixed in with weight `pull_weight`.
+//! A model pulled mid-training is mixed in with weight `pull_weight`. FedProx's proximal term,
+//! FedDyn's linear and quadratic terms and MOON's model-contrastive term
+//! ([`crate::trainer::contrastive`]) are options of the same trainer.
 //!
 //! The learning rate of a client at a step is `lr · decay / (1 + delay_alpha · d)`, `d` the
 //! job's delay (see [`crate::trainer::rates`]); asyncnc's clients use Adam re-created every
@@ -25,9 +27,11 @@ use tch::{Device, Kind, Reduction, Tensor};
 use crate::data::Dataset;
 use crate::error::{Error, InvalidKey, Result, TrainerError};
 use crate::model::{Mode, Model, Training};
+use crate::model::{linear, split_classifier};
 use crate::params::ParamSet;
 use crate::rng::CohortNoise;
 use crate::split::SplitConfig;
+use crate::trainer::contrastive::Contrast;
 use crate::trainer::rates::{ClientRates, LrDecay, RateConfig, RateTable};
 use crate::trainer::schedule::{BatchSchedule, ClientPlan};
 use crate::trainer::{LocalTrainer, PullInfo, TrainJob, TrainOutcome, TrainSession};
@@ -96,6 +100,12 @@ pub struct SgdConfig {
     /// loss, with g_k the client's state (zero at its first job), and hands on
     /// g_k − α (w_end − w_start) as its next state.
     pub dyn_alpha: f64,
+    /// MOON's μ (Li, He and Song, CVPR 2021; 0: off): adds μ·ℓ_con, the model-contrastive
+    /// loss between the features of the model in training, of the job's start model and of
+    /// the client's model at the end of its previous job, which it keeps as its state.
+    pub moon_mu: f64,
+    /// MOON's temperature τ of the contrastive loss (default 0.5, the authors').
+    pub moon_temperature: f64,
     /// Weight β of a model pulled mid-training: w ← (1 − β) w + β w_pulled.
     pub pull_weight: f64,
     /// How an elementwise mask acts during training (default: on the gradients).
@@ -123,6 +133,8 @@ impl Default for SgdConfig {
             weight_decay: 0.0,
             prox_mu: 0.0,
             dyn_alpha: 0.0,
+            moon_mu: 0.0,
+            moon_temperature: 0.5,
             pull_weight: 0.5,
             masking: Masking::Gradient,
             split: None,
@@ -175,6 +187,21 @@ impl SgdConfig {
         if !(self.dyn_alpha >= 0.0 && self.dyn_alpha.is_finite()) {
             return Err(InvalidKey::new("dyn_alpha", format!("expected a finite number ≥ 0, got {}", self.dyn_alpha)));
         }
+        if !(self.moon_mu >= 0.0 && self.moon_mu.is_finite()) {
+            return Err(InvalidKey::new("moon_mu", format!("expected a finite number ≥ 0, got {}", self.moon_mu)));
+        }
+        if self.moon_mu > 0.0 && self.dyn_alpha > 0.0 {
+            return Err(InvalidKey::new(
+                "moon_mu",
+                "MOON and FedDyn (dyn_alpha) each keep a per-client state: use one",
+            ));
+        }
+        if !(self.moon_temperature > 0.0 && self.moon_temperature.is_finite()) {
+            return Err(InvalidKey::new(
+                "moon_temperature",
+                format!("expected a positive number, got {}", self.moon_temperature),
+            ));
+        }
         if !(self.prox_mu >= 0.0) {
             return Err(InvalidKey::new("prox_mu", format!("expected a non-negative number, got {}", self.prox_mu)));
         }
@@ -206,6 +233,12 @@ impl Sgd {
         &self.cfg
     }
 
+    /// Whether a client's job hands a state to its next (FedDyn's gradient estimate, MOON's
+    /// previous model).
+    fn keeps_state(&self) -> bool {
+        self.cfg.dyn_alpha > 0.0 || self.cfg.moon_mu > 0.0
+    }
+
     /// Optimisation steps of a job over `samples` samples.
     pub fn total_steps(&self, samples: usize) -> usize {
         self.cfg.steps.unwrap_or_else(|| self.cfg.epochs * samples.div_ceil(self.cfg.batch_size))
@@ -217,11 +250,14 @@ impl LocalTrainer for Sgd {
         true
     }
 
+    /// Forward + backward passes; MOON's two extra forward passes per sample (global and
+    /// previous model) count as 2/3 of a pass each, a backward costing two forwards.
     fn sample_passes(&self, samples: usize) -> f64 {
-        match self.cfg.steps {
+        let samples_seen = match self.cfg.steps {
             Some(steps) => (steps * self.cfg.batch_size.min(samples)) as f64,
             None => (self.cfg.epochs * samples) as f64,
-        }
+        };
+        if self.cfg.moon_mu > 0.0 { samples_seen * (1.0 + 2.0 / 3.0) } else { samples_seen }
     }
 
     fn steps(&self, samples: usize) -> f64 {
@@ -237,7 +273,7 @@ impl LocalTrainer for Sgd {
     }
 
     fn client_state_copies(&self) -> u64 {
-        u64::from(self.cfg.dyn_alpha > 0.0)
+        u64::from(self.keeps_state())
     }
 }
 
@@ -264,6 +300,8 @@ struct SgdCohort {
     grad_mask: Vec<Option<Tensor>>,
     /// FedDyn: each client's state g_k per tensor, stacked (zeros for a first job).
     dyn_state: Option<Vec<Tensor>>,
+    /// MOON: the contrastive term and the clients' previous models.
+    contrast: Option<Contrast>,
     schedule: BatchSchedule,
     noise: CohortNoise,
     step: usize,
@@ -335,30 +373,37 @@ impl SgdCohort {
                     .then(|| stack(&|job| mask_of(job).unwrap_or_else(|| job.params.tensors()[i].ones_like())))
             })
             .collect();
-        let dyn_state = if sgd.cfg.dyn_alpha > 0.0 {
+        if sgd.keeps_state() {
             if let Some(j) = jobs.iter().position(|j| j.state.as_ref().is_some_and(|s| s.shapes() != shapes)) {
                 return Err(Error::component(
                     NAME,
                     format!(
-                        "job {j}: FedDyn's state has the full model's shapes, the job trains a sub-model (dyn_alpha needs unmasked jobs)"
+                        "job {j}: the client's state (FedDyn's gradient, MOON's previous model) has the full model's shapes, the job trains a sub-model (dyn_alpha and moon_mu need unmasked jobs)"
                     ),
                 ));
             }
-            Some(
-                (0..names.len())
-                    .map(|i| {
-                        stack(&|job| {
-                            job.state.as_ref().map_or_else(
-                                || job.params.tensors()[i].zeros_like(),
-                                |s| s.tensors()[i].shallow_clone(),
-                            )
-                        })
+        }
+        // Each job's state stacked per tensor, `fill` standing in for a job without one.
+        let stack_state = |fill: &dyn Fn(&Tensor) -> Tensor| -> Vec<Tensor> {
+            (0..names.len())
+                .map(|i| {
+                    stack(&|job| {
+                        let start = &job.params.tensors()[i];
+                        job.state.as_ref().map_or_else(|| fill(start), |s| s.tensors()[i].shallow_clone())
                     })
-                    .collect(),
-            )
-        } else {
-            None
+                })
+                .collect()
         };
+        let dyn_state = (sgd.cfg.dyn_alpha > 0.0).then(|| stack_state(&Tensor::zeros_like));
+        let contrast = (sgd.cfg.moon_mu > 0.0).then(|| {
+            let has: Vec<f32> = order.iter().map(|&j| if jobs[j].state.is_some() { 1.0 } else { 0.0 }).collect();
+            Contrast::new(
+                sgd.cfg.moon_mu,
+                sgd.cfg.moon_temperature,
+                stack_state(&Tensor::shallow_clone),
+                Tensor::from_slice(&has).to_device(device),
+            )
+        });
         let noise = CohortNoise::new(order.iter().map(|&j| jobs[j].noise.clone()).collect(), device);
         let mut slots: Vec<Option<&mut TrainJob>> = jobs.iter_mut().map(Some).collect();
         let plans = order
@@ -407,6 +452,7 @@ impl SgdCohort {
             start,
             grad_mask,
             dyn_state,
+            contrast,
             schedule,
             noise,
             step: 0,
@@ -440,7 +486,15 @@ impl SgdCohort {
             None => Vec::new(),
         };
         let mut mode = Mode::Train(Training { noise: &mut self.noise, valid: valid.as_ref() });
-        let logits = self.model.forward(&inputs, &x, &mut mode);
+        // MOON reads the features the classifier reads, from the same pass.
+        let (logits, features) = match &self.contrast {
+            Some(_) => {
+                let (body, head) = split_classifier(&inputs);
+                let z = self.model.features(body, &x, &mut mode);
+                (linear(&z, &head[0], &head[1]), Some(z))
+            }
+            None => (self.model.forward(&inputs, &x, &mut mode), None),
+        };
         let classes = *logits.size().last().expect("logits have a class dimension");
         let per_sample =
             logits.reshape([-1, classes]).cross_entropy_loss::<Tensor>(&y, None, Reduction::None, -100, 0.0);
@@ -459,6 +513,9 @@ impl SgdCohort {
             None => seen += &batch_loss,
         }
         let mut loss = per_client.sum(Kind::Float);
+        if let (Some(contrast), Some(z)) = (&self.contrast, &features) {
+            loss = loss + contrast.loss(&self.model, z, &self.start, &x, &weights);
+        }
         let leaves: Vec<&Tensor> = inputs.iter().zip(&self.trainable).filter(|(_, t)| **t).map(|(p, _)| p).collect();
         if self.cfg.prox_mu > 0.0 {
             let prox = inputs
@@ -668,7 +725,7 @@ impl TrainSession for SgdCohort {
                 None => self.step.min(self.schedule.steps()[slot]),
             };
             let tensors = self.params.iter().map(|p| p.get(slot as i64)).collect();
-            // FedDyn: g_k − α (w_end − w_start) on the trained tensors.
+            // FedDyn: g_k − α (w_end − w_start) on the trained tensors; MOON: the trained model.
             let state = match &self.dyn_state {
                 Some(g) => {
                     let next = (0..self.names.len())
@@ -684,6 +741,10 @@ impl TrainSession for SgdCohort {
                         .collect();
                     Some(ParamSet::new(self.names.clone(), next)?)
                 }
+                None if self.contrast.is_some() => Some(ParamSet::new(
+                    self.names.clone(),
+                    self.params.iter().map(|p| p.get(slot as i64).copy()).collect(),
+                )?),
                 None => None,
             };
             outcomes[job] = Some(TrainOutcome {
