@@ -1,6 +1,6 @@
 //! The baselines added for the FedASMU paper each learn on real MNIST, side by side with
 //! FedAvg on the same non-IID federation (10 clients, Dirichlet α = 0.5, an MLP, 20 rounds or
-//! 20 aggregations of 10 updates).
+//! 20 aggregations of 10 updates, or 200 of one).
 
 use fl_core::tch::Device;
 use fl_core::{Experiment, RunOptions};
@@ -40,9 +40,19 @@ fn best_accuracy(method: &str, extra: &str) -> f64 {
 /// 20 synchronous rounds, or as many aggregations of 10 buffered updates.
 const ROUNDS: &str = "[scheduler]\nrounds = 20";
 
-/// Each new baseline's method name and its keys for this federation.
-const BASELINES: [(&str, &str); 4] =
-    [("fedlws", ROUNDS), ("port", "[scheduler]\naggregations = 20"), ("feddyn", ROUNDS), ("moon", ROUNDS)];
+/// Each new baseline's method name and its keys for this federation (ASO-Fed aggregates every
+/// arrival: 200 aggregations are 20 rounds' worth of updates).
+const BASELINES: [(&str, &str); 6] = [
+    ("fedlws", ROUNDS),
+    ("port", BUFFERED),
+    ("feddyn", ROUNDS),
+    ("moon", ROUNDS),
+    ("aso-fed", "[scheduler]\naggregations = 200"),
+    ("fedsa", BUFFERED),
+];
+
+/// 20 aggregations of 10 buffered updates.
+const BUFFERED: &str = "[scheduler]\naggregations = 20";
 
 #[test]
 fn each_new_baseline_learns_as_fedavg_does() {

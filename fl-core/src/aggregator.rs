@@ -30,6 +30,8 @@ pub struct AggregateCtx<'a> {
     pub version: u64,
     /// Clients in the federation (not only those aggregated now).
     pub num_clients: usize,
+    /// Training samples of every client of the federation together (n).
+    pub total_samples: usize,
     /// The virtual time of the aggregation, in ticks (microseconds, see [`crate::clock`]).
     pub now: Tick,
     /// The staleness of each update, one entry per update in the same order.

@@ -13,6 +13,7 @@
 //! trains as a cohort of one.
 
 mod contrastive;
+mod decay_gradient;
 pub mod rates;
 pub mod reference;
 mod schedule;

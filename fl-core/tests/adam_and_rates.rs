@@ -9,7 +9,7 @@ use std::sync::Arc;
 use fl_core::rng::{self, TensorNoise};
 use fl_core::tch::{Device, Tensor};
 use fl_core::testing::{TinyLinear, tiny_dataset};
-use fl_core::trainer::rates::{ClientRates, LrDecay, RateConfig, RateTable};
+use fl_core::trainer::rates::{ClientRates, DelayScaling, LrDecay, RateConfig, RateTable};
 use fl_core::trainer::sgd::{Optimizer, Sgd, SgdConfig};
 use fl_core::{Dataset, LocalTrainer, Model, ParamSet, TrainJob};
 
@@ -137,6 +137,7 @@ fn asyncnc_learning_rate_table_matches_hand_computed_values() {
     let cfg = RateConfig {
         lr: 1e-3,
         decay: LrDecay::InvSqrtEpoch,
+        delay_scaling: DelayScaling::Penalty,
         delay_alpha: 0.01,
         adam_betas: None,
         reset_each_epoch: false,
@@ -157,13 +158,47 @@ fn asyncnc_learning_rate_table_matches_hand_computed_values() {
 fn learning_rate_decays_by_step_and_by_round() {
     let epochs = [0usize, 0, 0, 1];
     let table = |decay, version| {
-        let cfg = RateConfig { lr: 1.0, decay, delay_alpha: 0.0, adam_betas: None, reset_each_epoch: false };
+        let cfg = RateConfig {
+            lr: 1.0,
+            decay,
+            delay_scaling: DelayScaling::Penalty,
+            delay_alpha: 0.0,
+            adam_betas: None,
+            reset_each_epoch: false,
+        };
         flat(&RateTable::new(&cfg, &[ClientRates { epochs: &epochs, delay: 0.0, version }], Device::Cpu).step)
     };
     let near = |a: &[f64], b: &[f64]| a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-6);
     assert!(near(&table(LrDecay::InvSqrtStep, 0), &[-1.0, -1.0 / 2f64.sqrt(), -1.0 / 3f64.sqrt(), -0.5]));
     assert!(near(&table(LrDecay::InvSqrtRound, 3), &[-0.5; 4]));
     assert!(near(&table(LrDecay::Constant, 3), &[-1.0; 4]));
+}
+
+#[test]
+fn delay_scalings_follow_aso_fed_and_fedsa() {
+    // ASO-Fed: lr · max(1, ln d), 1 up to d = e, ln 20 = 2.9957 at d = 20. FedSA: lr / max(1, d).
+    // The penalty 1/(1 + α d) with α = 0.5.
+    let delays = [0.0, 2.0, std::f64::consts::E, 20.0];
+    let rates = |delay_scaling| -> Vec<f64> {
+        let cfg = RateConfig {
+            lr: 2.0,
+            decay: LrDecay::Constant,
+            delay_scaling,
+            delay_alpha: 0.5,
+            adam_betas: None,
+            reset_each_epoch: false,
+        };
+        let clients: Vec<ClientRates> =
+            delays.iter().map(|&delay| ClientRates { epochs: &[0], delay, version: 0 }).collect();
+        flat(&RateTable::new(&cfg, &clients, Device::Cpu).step).iter().map(|s| -s).collect()
+    };
+    let near = |a: &[f64], b: &[f64]| a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-5);
+    let boost = rates(DelayScaling::LogBoost);
+    assert!(near(&boost, &[2.0, 2.0, 2.0, 2.0 * 20f64.ln()]), "{boost:?}");
+    let inverse = rates(DelayScaling::Inverse);
+    assert!(near(&inverse, &[2.0, 1.0, 2.0 / std::f64::consts::E, 0.1]), "{inverse:?}");
+    let penalty = rates(DelayScaling::Penalty);
+    assert!(near(&penalty, &[2.0, 1.0, 2.0 / (1.0 + 0.5 * std::f64::consts::E), 2.0 / 11.0]), "{penalty:?}");
 }
 
 #[test]

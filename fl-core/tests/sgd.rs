@@ -334,3 +334,45 @@ fn moon_jobs_give_the_same_result_alone_and_in_a_cohort() {
         assert!(a.iter().zip(&b).all(|(x, y)| (x - y).abs() < 1e-6), "client {c}: alone {a:?}, cohort {b:?}");
     }
 }
+
+#[test]
+fn aso_fed_decay_gradient_matches_two_steps_by_hand_and_hands_on_h_and_the_gradient() {
+    // Sample 0 of `tiny_dataset`, x = (1, 0) of class 0, twice; η = 1, β = 0.5. W₀ = ½ everywhere,
+    // b₀ = 0. The client's state from its previous job: h = ([[0.2, 0], [0, 0]], (0, 0)),
+    // g_prev = (0, (0.1, 0)).
+    // Step 1: p = (½, ½), g₁ = ([[−½, 0], [½, 0]], (−½, ½)); ζ₁ = g₁ − g_prev + h =
+    // ([[−0.3, 0], [0.5, 0]], (−0.6, 0.5)): W₁ = [[0.8, 0.5], [0, 0.5]], b₁ = (0.6, −0.5);
+    // h₁ = ½ h + ½ g_prev = ([[0.1, 0], [0, 0]], (0.05, 0)).
+    // Step 2: logits (1.4, −0.5), q = 1 − σ(1.9) = 0.1301085; g₂ = ([[−q, 0], [q, 0]], (−q, q));
+    // ζ₂ = g₂ − g₁ + h₁: W₂ = [[0.2 + q, 0.5], [0.5 − q, 0.5]], b₂ = (0.05 + q, −q);
+    // h₂ = ½ h₁ + ½ g₁ = ([[−0.2, 0], [0.25, 0]], (−0.225, 0.25)), and g₂ is handed on.
+    // With h updated from g_t instead of g_{t−1}, or the state ignored, W₂ differs.
+    let q = 1.0 / (1.0 + 1.9f64.exp());
+    assert!((q - 0.1301085).abs() < 1e-7, "the comment's number");
+    let names = ["w", "b"].map(String::from).to_vec();
+    let m = |v: [f32; 4]| Tensor::from_slice(&v).reshape([2, 2]);
+    let params = ParamSet::new(names, vec![m([0.5; 4]), Tensor::from_slice(&[0.0f32, 0.0])]).unwrap();
+    let state_names = ["h.w", "h.b", "prev.w", "prev.b"].map(String::from).to_vec();
+    let state = ParamSet::new(
+        state_names.clone(),
+        vec![
+            m([0.2, 0.0, 0.0, 0.0]),
+            Tensor::from_slice(&[0.0f32, 0.0]),
+            m([0.0; 4]),
+            Tensor::from_slice(&[0.1f32, 0.0]),
+        ],
+    )
+    .unwrap();
+    let job = TrainJob { params, indices: Tensor::from_slice(&[0i64]), state: Some(state), ..job(None) };
+    let cfg = SgdConfig { lr: 1.0, batch_size: 1, steps: Some(2), aso_beta: Some(0.5), ..Default::default() };
+    let trainer = Sgd::new(cfg);
+    assert_eq!(trainer.client_state_copies(), 2);
+    let out = trainer.train(job).unwrap();
+    let close = |got: Vec<f64>, want: &[f64]| {
+        assert!(got.iter().zip(want).all(|(g, w)| (g - w).abs() < 1e-6), "got {got:?}, want {want:?}");
+    };
+    close(flat(&out.params), &[0.2 + q, 0.5, 0.5 - q, 0.5, 0.05 + q, -q]);
+    let next = out.state.expect("ASO-Fed hands on h and the gradient");
+    assert_eq!(next.names(), state_names.as_slice());
+    close(flat(&next), &[-0.2, 0.0, 0.25, 0.0, -0.225, 0.25, -q, 0.0, q, 0.0, -q, q]);
+}

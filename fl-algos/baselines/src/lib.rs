@@ -20,6 +20,7 @@ mod methods;
 mod schedulers;
 mod staleness;
 
+pub use aggregators::aso_fed::{AsoFed, AsoFedConfig, FeatureAttention};
 pub use aggregators::buffered::{BufferedMean, BufferedMeanConfig};
 pub use aggregators::coverage_mean::{CoverageMean, CoverageMeanConfig, Uncovered};
 pub use aggregators::dynamic::{Dynamic, DynamicConfig};

@@ -48,6 +48,26 @@ inventory::submit! {
 
 inventory::submit! {
     Method {
+        name: "aso-fed",
+        summary: "ASO-Fed: per arrival w += (n_k/n) Δ_k, first layer re-weighted by softmax; clients with a proximal term (λ = 0.01), the decay-coefficient gradient (β = 0.5) and lr · max(1, ln d̄)",
+        paper: "Chen, Ning, Slawski and Rangwala, Asynchronous Online Federated Learning for Edge Devices with Non-IID Data, IEEE BigData 2020",
+        preset: include_str!("../presets/aso-fed.toml"),
+        origin: module_path!(),
+    }
+}
+
+inventory::submit! {
+    Method {
+        name: "fedsa",
+        summary: "FedSA (as the FedASMU spec recommends): aggregate every M = 10 arrivals weighted by n_k, client lr / max(1, last lag)",
+        paper: "Chen, Mao and Ma, FedSA: a staleness-aware asynchronous federated learning algorithm with non-IID data, FGCS 120, 2021",
+        preset: include_str!("../presets/fedsa.toml"),
+        origin: module_path!(),
+    }
+}
+
+inventory::submit! {
+    Method {
         name: "moon",
         summary: "MOON: FedAvg rounds, clients add μ·ℓ_con between the projections of their model, the global one and their previous one (μ = 1, τ = 0.5, head 256)",
         paper: "Li, He and Song, Model-Contrastive Federated Learning, CVPR 2021",

@@ -2,9 +2,9 @@
 //! suite every registered aggregator must pass.
 
 use fl_algo_baselines::{
-    AsyncMix, AsyncMixConfig, BufferedMean, BufferedMeanConfig, Combine, CoverageMean, CoverageMeanConfig, Dynamic,
-    DynamicConfig, InverseTime, LayerShrinking, LayerShrinkingConfig, MixTarget, Polynomial, Port, PortConfig,
-    WeightedMean, WeightedMeanConfig, Weighting,
+    AsoFed, AsoFedConfig, AsyncMix, AsyncMixConfig, BufferedMean, BufferedMeanConfig, Combine, CoverageMean,
+    CoverageMeanConfig, Dynamic, DynamicConfig, FeatureAttention, InverseTime, LayerShrinking, LayerShrinkingConfig,
+    MixTarget, Polynomial, Port, PortConfig, WeightedMean, WeightedMeanConfig, Weighting,
 };
 use fl_core::registry::{Builder, ComponentKind, Params, Registry};
 use fl_core::tch::Tensor;
@@ -49,7 +49,9 @@ fn aggregate(
     updates: &[ClientUpdate],
     staleness: &[UpdateStaleness],
 ) -> Vec<Vec<f32>> {
-    let ctx = AggregateCtx { version: 3, num_clients: 3, now: 0, staleness };
+    // The federation: the clients of these updates.
+    let total_samples = updates.iter().map(|u| u.samples).sum();
+    let ctx = AggregateCtx { version: 3, num_clients: 3, total_samples, now: 0, staleness };
     values(&agg.aggregate(global, updates, &ctx).unwrap())
 }
 
@@ -85,7 +87,7 @@ fn port_weighs_by_samples_agreement_with_the_drift_and_freshness() {
         vs.iter().map(|&versions| UpdateStaleness { versions, seconds: 0.0, weight: 1.0 }).collect()
     };
     let mut at = |version: u64, global: &ParamSet, ups: &[ClientUpdate], s: &[UpdateStaleness]| {
-        let ctx = AggregateCtx { version, num_clients: 3, now: 0, staleness: s };
+        let ctx = AggregateCtx { version, num_clients: 3, total_samples: 0, now: 0, staleness: s };
         values(&port.aggregate(global, ups, &ctx).unwrap())
     };
     // Versions 0 and 1: one update each, weight 1 whatever its terms: [0, 0] → [1, 0] → [1, 1].
@@ -292,4 +294,37 @@ fn inverse_time_damps_by_the_virtual_seconds_since_dispatch() {
     let w =
         |f: &mut InverseTime, seconds: f64| f.weight(&StalenessCtx { versions: 7, seconds, update: &u, global: &x });
     assert_eq!([w(&mut f, 0.0), w(&mut f, 50.0), w(&mut f, 300.0)], [1.0, 1.0 / 1.5, 0.25]);
+}
+
+#[test]
+fn aso_fed_moves_by_the_federation_share_then_reweights_the_first_layer() {
+    // n = 10 samples in the federation; one arrival of client k with n_k = 2 and
+    // Δ = ([[1, 0], [0, 2]], [5, 5]) onto W = [[0, 1], [2, 0]], b = [0, 0]:
+    // W' = W + 0.2 Δ_W = [[0.2, 1], [2, 0.4]], b' = [1, 1] (the bias is not re-weighted).
+    // softmax over dimension 0 (per input column j, over the output units i):
+    //   column 0: (e^0.2, e^2)/(e^0.2 + e^2), column 1: (e^1, e^0.4)/(e^1 + e^0.4).
+    // scaled (K = 2): W'' = 2 softmax₀(W') ⊙ W'; literal: softmax₀(W') ⊙ W'.
+    let (e02, e2, e1, e04) = (0.2f64.exp(), 2f64.exp(), 1f64.exp(), 0.4f64.exp());
+    let soft = [e02 / (e02 + e2), e1 / (e1 + e04), e2 / (e02 + e2), e04 / (e1 + e04)];
+    let moved = [0.2, 1.0, 2.0, 0.4];
+    let reweighted = |k: f64| -> Vec<f32> { (0..4).map(|i| (k * soft[i] * moved[i]) as f32).collect() };
+    let w = Tensor::from_slice(&[0.0f32, 1.0, 2.0, 0.0]).reshape([2, 2]);
+    let names = vec!["fc.weight".to_string(), "fc.bias".to_string()];
+    let global = ParamSet::new(names.clone(), vec![w, Tensor::from_slice(&[0.0f32, 0.0])]).unwrap();
+    let delta = ParamSet::new(
+        names,
+        vec![Tensor::from_slice(&[1.0f32, 0.0, 0.0, 2.0]).reshape([2, 2]), Tensor::from_slice(&[5.0f32, 5.0])],
+    )
+    .unwrap();
+    let ups = [update(&global, delta, Mask::Full, 2, 3)];
+    let ctx = AggregateCtx { version: 3, num_clients: 5, total_samples: 10, now: 0, staleness: &fresh(1) };
+    for (attention, want) in [
+        (FeatureAttention::Scaled, reweighted(2.0)),
+        (FeatureAttention::Literal, reweighted(1.0)),
+        (FeatureAttention::Off, moved.map(|v| v as f32).to_vec()),
+    ] {
+        let mut agg = AsoFed::new(AsoFedConfig { feature_attention: attention });
+        let got = values(&agg.aggregate(&global, &ups, &ctx).unwrap());
+        assert_close(&got, &[want, vec![1.0, 1.0]]);
+    }
 }

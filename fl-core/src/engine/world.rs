@@ -520,6 +520,7 @@ impl World {
                 &AggregateCtx {
                     version: self.version,
                     num_clients: self.clients.len(),
+                    total_samples: self.clients.iter().map(|c| c.samples).sum(),
                     now: self.now,
                     staleness: &staleness,
                 },

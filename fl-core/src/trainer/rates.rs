@@ -1,5 +1,5 @@
 //! Per-step, per-client factors of a cohort's optimizer: learning rates (with their decay and
-//! the client's delay penalty), Adam's bias corrections and where optimizer state restarts.
+//! the client's delay scaling), Adam's bias corrections and where optimizer state restarts.
 //!
 //! Every factor depends only on the step, the client's epoch and the job's own delay and
 //! version, all known before training, so the whole table is computed on the host once and
@@ -39,13 +39,40 @@ impl LrDecay {
     }
 }
 
+/// How a job's delay d ([`crate::trainer::TrainJob::delay`]) scales its learning rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DelayScaling {
+    /// lr / (1 + α·d), α the trainer's `delay_alpha` (0: no scaling).
+    #[default]
+    Penalty,
+    /// lr · max(1, ln d): ASO-Fed's dynamic step size, a larger step for clients whose
+    /// updates arrive late (d their mean staleness; 1 for d ≤ e).
+    LogBoost,
+    /// lr / max(1, d): FedSA's staleness-scaled rate (d the client's last staleness).
+    Inverse,
+}
+
+impl DelayScaling {
+    /// The factor of the learning rate for delay `d` (`alpha` for [`DelayScaling::Penalty`]).
+    pub fn factor(self, d: f64, alpha: f64) -> f64 {
+        match self {
+            DelayScaling::Penalty => 1.0 / (1.0 + alpha * d),
+            DelayScaling::LogBoost => d.ln().max(1.0),
+            DelayScaling::Inverse => 1.0 / d.max(1.0),
+        }
+    }
+}
+
 /// What the table is computed from.
 pub struct RateConfig {
     /// The base learning rate.
     pub lr: f64,
     /// How it decays over the job.
     pub decay: LrDecay,
-    /// α of the delay penalty lr / (1 + α·d).
+    /// How the job's delay scales the rate.
+    pub delay_scaling: DelayScaling,
+    /// α of [`DelayScaling::Penalty`].
     pub delay_alpha: f64,
     /// Adam's (β₁, β₂), if the optimizer is Adam.
     pub adam_betas: Option<(f64, f64)>,
@@ -84,7 +111,7 @@ impl RateTable {
         let mut bias2 = vec![0f32; cells];
         let mut keep = vec![1f32; cells];
         for (c, client) in clients.iter().enumerate() {
-            let penalty = 1.0 + cfg.delay_alpha * client.delay;
+            let delay_factor = cfg.delay_scaling.factor(client.delay, cfg.delay_alpha);
             let mut since_reset = 0usize;
             for (s, &epoch) in client.epochs.iter().enumerate() {
                 let at = s * clients.len() + c;
@@ -94,7 +121,7 @@ impl RateTable {
                     keep[at] = 0.0;
                 }
                 since_reset += 1;
-                let lr = cfg.lr * cfg.decay.factor(epoch, s, client.version) / penalty;
+                let lr = cfg.lr * cfg.decay.factor(epoch, s, client.version) * delay_factor;
                 step[at] = match cfg.adam_betas {
                     Some((b1, b2)) => {
                         bias2[at] = (1.0 / (1.0 - b2.powi(since_reset as i32)).sqrt()) as f32;

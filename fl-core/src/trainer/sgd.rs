@@ -4,11 +4,12 @@
 //! cohort trains as one computation: parameters, optimizer state, masks and starting points
 //! stacked along the client dimension, one backward pass and one update of the stack per step.
 //! A model pulled mid-training is mixed in with weight `pull_weight`. FedProx's proximal term,
-//! FedDyn's linear and quadratic terms and MOON's model-contrastive term
-//! ([`crate::trainer::contrastive`]) are options of the same trainer.
+//! FedDyn's linear and quadratic terms, MOON's model-contrastive term
+//! ([`crate::trainer::contrastive`]) and ASO-Fed's decay-coefficient gradient
+//! ([`crate::trainer::decay_gradient`]) are options of the same trainer.
 //!
-//! The learning rate of a client at a step is `lr · decay / (1 + delay_alpha · d)`, `d` the
-//! job's delay (see [`crate::trainer::rates`]); asyncnc's clients use Adam re-created every
+//! The learning rate of a client at a step is `lr · decay · scaling(d)`, `d` the job's delay
+//! and `scaling` by default `1 / (1 + delay_alpha · d)` (see [`crate::trainer::rates`]); asyncnc's clients use Adam re-created every
 //! epoch (`reset_each_epoch`) with `lr_decay = "inv-sqrt-epoch"`. Early stopping (`patience`)
 //! ends a client's training when its epoch-mean loss has not improved for `patience` epochs:
 //! the client stays in the computation but its parameters and buffers stop changing, so
@@ -32,7 +33,8 @@ use crate::params::ParamSet;
 use crate::rng::CohortNoise;
 use crate::split::SplitConfig;
 use crate::trainer::contrastive::Contrast;
-use crate::trainer::rates::{ClientRates, LrDecay, RateConfig, RateTable};
+use crate::trainer::decay_gradient::DecayGradient;
+use crate::trainer::rates::{ClientRates, DelayScaling, LrDecay, RateConfig, RateTable};
 use crate::trainer::schedule::{BatchSchedule, ClientPlan};
 use crate::trainer::{LocalTrainer, PullInfo, TrainJob, TrainOutcome, TrainSession};
 
@@ -72,6 +74,9 @@ pub struct SgdConfig {
     pub lr: f64,
     /// How the learning rate decays over the job (default: constant).
     pub lr_decay: LrDecay,
+    /// How the job's delay d scales the learning rate (default: the penalty
+    /// lr / (1 + α·d) with α = `delay_alpha`).
+    pub delay_scaling: DelayScaling,
     /// α of the delay penalty lr / (1 + α·d), d the job's delay (0: no penalty).
     pub delay_alpha: f64,
     /// Samples per mini-batch (default 32); an epoch's last batch may be shorter.
@@ -106,6 +111,10 @@ pub struct SgdConfig {
     pub moon_mu: f64,
     /// MOON's temperature τ of the contrastive loss (default 0.5, the authors').
     pub moon_temperature: f64,
+    /// ASO-Fed's decay coefficient β (absent: off): each step's gradient g_t becomes
+    /// g_t − g_{t−1} + h_{t−1} with h_t = β h_{t−1} + (1 − β) g_{t−1}, h and g_{t−1} kept per
+    /// client across its jobs.
+    pub aso_beta: Option<f64>,
     /// Weight β of a model pulled mid-training: w ← (1 − β) w + β w_pulled.
     pub pull_weight: f64,
     /// How an elementwise mask acts during training (default: on the gradients).
@@ -121,6 +130,7 @@ impl Default for SgdConfig {
             optimizer: Optimizer::Sgd,
             lr: 0.05,
             lr_decay: LrDecay::Constant,
+            delay_scaling: DelayScaling::Penalty,
             delay_alpha: 0.0,
             batch_size: 32,
             epochs: 1,
@@ -135,6 +145,7 @@ impl Default for SgdConfig {
             dyn_alpha: 0.0,
             moon_mu: 0.0,
             moon_temperature: 0.5,
+            aso_beta: None,
             pull_weight: 0.5,
             masking: Masking::Gradient,
             split: None,
@@ -190,10 +201,14 @@ impl SgdConfig {
         if !(self.moon_mu >= 0.0 && self.moon_mu.is_finite()) {
             return Err(InvalidKey::new("moon_mu", format!("expected a finite number ≥ 0, got {}", self.moon_mu)));
         }
-        if self.moon_mu > 0.0 && self.dyn_alpha > 0.0 {
+        if let Some(beta) = self.aso_beta.filter(|b| !(0.0..1.0).contains(b)) {
+            return Err(InvalidKey::new("aso_beta", format!("expected a value in [0, 1), got {beta}")));
+        }
+        let stateful = [self.dyn_alpha > 0.0, self.moon_mu > 0.0, self.aso_beta.is_some()];
+        if stateful.iter().filter(|&&on| on).count() > 1 {
             return Err(InvalidKey::new(
                 "moon_mu",
-                "MOON and FedDyn (dyn_alpha) each keep a per-client state: use one",
+                "FedDyn (dyn_alpha), MOON (moon_mu) and ASO-Fed (aso_beta) each keep a per-client state: use one",
             ));
         }
         if !(self.moon_temperature > 0.0 && self.moon_temperature.is_finite()) {
@@ -233,10 +248,10 @@ impl Sgd {
         &self.cfg
     }
 
-    /// Whether a client's job hands a state to its next (FedDyn's gradient estimate, MOON's
-    /// previous model).
-    fn keeps_state(&self) -> bool {
-        self.cfg.dyn_alpha > 0.0 || self.cfg.moon_mu > 0.0
+    /// Model-sized tensors of the state a client's job hands to its next: FedDyn's gradient,
+    /// MOON's previous model, or ASO-Fed's h and previous gradient (0: none).
+    fn state_copies(&self) -> usize {
+        if self.cfg.aso_beta.is_some() { 2 } else { usize::from(self.cfg.dyn_alpha > 0.0 || self.cfg.moon_mu > 0.0) }
     }
 
     /// Optimisation steps of a job over `samples` samples.
@@ -273,7 +288,7 @@ impl LocalTrainer for Sgd {
     }
 
     fn client_state_copies(&self) -> u64 {
-        u64::from(self.keeps_state())
+        self.state_copies() as u64
     }
 }
 
@@ -302,6 +317,8 @@ struct SgdCohort {
     dyn_state: Option<Vec<Tensor>>,
     /// MOON: the contrastive term and the clients' previous models.
     contrast: Option<Contrast>,
+    /// ASO-Fed: the decay-coefficient gradient's state.
+    decay: Option<DecayGradient>,
     schedule: BatchSchedule,
     noise: CohortNoise,
     step: usize,
@@ -373,36 +390,44 @@ impl SgdCohort {
                     .then(|| stack(&|job| mask_of(job).unwrap_or_else(|| job.params.tensors()[i].ones_like())))
             })
             .collect();
-        if sgd.keeps_state() {
-            if let Some(j) = jobs.iter().position(|j| j.state.as_ref().is_some_and(|s| s.shapes() != shapes)) {
-                return Err(Error::component(
-                    NAME,
-                    format!(
-                        "job {j}: the client's state (FedDyn's gradient, MOON's previous model) has the full model's shapes, the job trains a sub-model (dyn_alpha and moon_mu need unmasked jobs)"
-                    ),
-                ));
-            }
+        // A client's state is `copies` model-sized parts, each with the model's shapes.
+        let copies = sgd.state_copies();
+        let state_shapes: Vec<Vec<i64>> = (0..copies).flat_map(|_| shapes.iter().cloned()).collect();
+        if let Some(j) = jobs.iter().position(|j| j.state.as_ref().is_some_and(|s| s.shapes() != state_shapes)) {
+            return Err(Error::component(
+                NAME,
+                format!(
+                    "job {j}: the client's state (FedDyn's gradient, MOON's previous model, ASO-Fed's h) has the full model's shapes, the job trains a sub-model (dyn_alpha, moon_mu and aso_beta need unmasked jobs)"
+                ),
+            ));
         }
-        // Each job's state stacked per tensor, `fill` standing in for a job without one.
-        let stack_state = |fill: &dyn Fn(&Tensor) -> Tensor| -> Vec<Tensor> {
+        // Part `part` of each job's state stacked per tensor, `fill` standing in for a job
+        // without one.
+        let stack_state = |part: usize, fill: &dyn Fn(&Tensor) -> Tensor| -> Vec<Tensor> {
             (0..names.len())
                 .map(|i| {
                     stack(&|job| {
                         let start = &job.params.tensors()[i];
-                        job.state.as_ref().map_or_else(|| fill(start), |s| s.tensors()[i].shallow_clone())
+                        let at = part * names.len() + i;
+                        job.state.as_ref().map_or_else(|| fill(start), |s| s.tensors()[at].shallow_clone())
                     })
                 })
                 .collect()
         };
-        let dyn_state = (sgd.cfg.dyn_alpha > 0.0).then(|| stack_state(&Tensor::zeros_like));
+        let dyn_state = (sgd.cfg.dyn_alpha > 0.0).then(|| stack_state(0, &Tensor::zeros_like));
         let contrast = (sgd.cfg.moon_mu > 0.0).then(|| {
             let has: Vec<f32> = order.iter().map(|&j| if jobs[j].state.is_some() { 1.0 } else { 0.0 }).collect();
             Contrast::new(
                 sgd.cfg.moon_mu,
                 sgd.cfg.moon_temperature,
-                stack_state(&Tensor::shallow_clone),
+                stack_state(0, &Tensor::shallow_clone),
                 Tensor::from_slice(&has).to_device(device),
             )
+        });
+        // Copies: the decay state moves in place.
+        let decay = sgd.cfg.aso_beta.map(|beta| {
+            let copied = |part| stack_state(part, &Tensor::zeros_like).iter().map(Tensor::copy).collect();
+            DecayGradient::new(beta, copied(0), copied(1))
         });
         let noise = CohortNoise::new(order.iter().map(|&j| jobs[j].noise.clone()).collect(), device);
         let mut slots: Vec<Option<&mut TrainJob>> = jobs.iter_mut().map(Some).collect();
@@ -423,6 +448,7 @@ impl SgdCohort {
         let rate_config = RateConfig {
             lr: cfg.lr,
             decay: cfg.lr_decay,
+            delay_scaling: cfg.delay_scaling,
             delay_alpha: cfg.delay_alpha,
             adam_betas: adam.then_some((cfg.betas[0], cfg.betas[1])),
             reset_each_epoch: cfg.reset_each_epoch,
@@ -453,6 +479,7 @@ impl SgdCohort {
             grad_mask,
             dyn_state,
             contrast,
+            decay,
             schedule,
             noise,
             step: 0,
@@ -544,6 +571,9 @@ impl SgdCohort {
                     *grad += (&w - self.start[i].narrow(0, 0, k)) * alpha - g[i].narrow(0, 0, k);
                 }
             });
+        }
+        if let Some(decay) = &mut self.decay {
+            decay.apply(&mut grads, k);
         }
         tch::no_grad(|| self.update(t, k, grads));
         if let Some(stop) = &mut self.stopping {
@@ -740,6 +770,9 @@ impl TrainSession for SgdCohort {
                         })
                         .collect();
                     Some(ParamSet::new(self.names.clone(), next)?)
+                }
+                None if self.decay.is_some() => {
+                    Some(self.decay.as_ref().expect("checked").state_of(slot as i64, &self.names)?)
                 }
                 None if self.contrast.is_some() => Some(ParamSet::new(
                     self.names.clone(),

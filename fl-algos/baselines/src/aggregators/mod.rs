@@ -1,5 +1,6 @@
 //! Aggregators of the baselines.
 
+pub mod aso_fed;
 pub mod buffered;
 pub mod coverage_mean;
 pub mod dynamic;

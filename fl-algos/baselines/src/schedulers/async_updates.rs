@@ -3,14 +3,33 @@
 //! (1: every arrival, FedAsync; K: FedBuff). After each arrival a client drawn uniformly from
 //! the idle ones starts training on the newest model.
 //!
+//! The scheduler measures each update's lag: the versions aggregated between its client's
+//! dispatch and its arrival. With `trainer_delay`, a client's next job reports its mean lag
+//! (ASO-Fed's d̄_k) or its last lag (FedSA's staleness) as the delay its learning rate reads
+//! ([`fl_core::TrainJob::delay`]; 0 before the client's first arrival).
+//!
 //! Without `concurrency`, all clients train at once up to [`DEFAULT_MAX_CONCURRENCY`]: every
 //! job in flight holds the model version it started from, so "every client" of a population
 //! of 10,000 would hold 10,000 models (FedBuff with 10,000 clients peaked at 21.9 GB that way).
 
-use fl_core::{InvalidKey, Result, SchedCtx, Scheduler, Validate};
+use fl_core::scheduler::JobStart;
+use fl_core::{InvalidKey, Result, SchedCtx, Scheduler, StateIn, StateOut, Validate};
 use rand::seq::IndexedRandom;
 use serde::{Deserialize, Serialize};
 use smart_default::SmartDefault;
+
+/// What a job reports as its delay to the trainer's learning rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TrainerDelay {
+    /// Nothing (0).
+    #[default]
+    None,
+    /// The client's mean lag over its arrived updates, in versions (ASO-Fed).
+    MeanLag,
+    /// The lag of the client's last arrived update, in versions (FedSA).
+    LastLag,
+}
 
 #[derive(Debug, Clone, PartialEq, SmartDefault, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -24,6 +43,8 @@ pub struct AsyncConfig {
     /// Stop after this many aggregations.
     #[default(1000)]
     pub aggregations: u64,
+    /// The delay each job reports to the trainer's learning rate.
+    pub trainer_delay: TrainerDelay,
 }
 
 impl Validate for AsyncConfig {
@@ -44,33 +65,60 @@ impl Validate for AsyncConfig {
 /// Clients training at once when `concurrency` is absent and there are more clients.
 pub const DEFAULT_MAX_CONCURRENCY: usize = 100;
 
+/// A client's lags so far, in versions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+struct Lags {
+    sum: f64,
+    count: u64,
+    last: f64,
+}
+
 pub struct AsyncUpdates {
     cfg: AsyncConfig,
+    /// Per client: the version its job in flight started from.
+    started: Vec<u64>,
+    /// Per client: the lags of its arrived updates.
+    lags: Vec<Lags>,
 }
 
 impl AsyncUpdates {
     pub fn new(cfg: AsyncConfig) -> Self {
-        AsyncUpdates { cfg }
+        AsyncUpdates { cfg, started: Vec::new(), lags: Vec::new() }
     }
 
-    fn dispatch_random_idle(&self, ctx: &mut SchedCtx) -> Result<()> {
+    fn dispatch_random_idle(&mut self, ctx: &mut SchedCtx) -> Result<()> {
         let idle = ctx.idle_clients();
-        if let Some(&c) = idle.choose(ctx.rng()) {
-            ctx.dispatch(c)?;
+        let Some(&c) = idle.choose(ctx.rng()) else { return Ok(()) };
+        let lags = self.lags[c];
+        let delay = match self.cfg.trainer_delay {
+            TrainerDelay::None => 0.0,
+            TrainerDelay::MeanLag if lags.count > 0 => lags.sum / lags.count as f64,
+            TrainerDelay::LastLag => lags.last,
+            TrainerDelay::MeanLag => 0.0,
+        };
+        self.started[c] = ctx.version();
+        if self.cfg.trainer_delay == TrainerDelay::None {
+            ctx.dispatch(c)
+        } else {
+            ctx.dispatch_job(c, JobStart { delay, ..JobStart::default() })
         }
-        Ok(())
     }
 }
 
 impl Scheduler for AsyncUpdates {
     fn on_start(&mut self, ctx: &mut SchedCtx) -> Result<()> {
+        self.started = vec![0; ctx.num_clients()];
+        self.lags = vec![Lags::default(); ctx.num_clients()];
         for _ in 0..self.max_in_flight(ctx.num_clients()) {
             self.dispatch_random_idle(ctx)?;
         }
         Ok(())
     }
 
-    fn on_arrival(&mut self, ctx: &mut SchedCtx, _client: usize) -> Result<()> {
+    fn on_arrival(&mut self, ctx: &mut SchedCtx, client: usize) -> Result<()> {
+        let lag = (ctx.version() - self.started[client]) as f64;
+        let lags = &mut self.lags[client];
+        (lags.sum, lags.count, lags.last) = (lags.sum + lag, lags.count + 1, lag);
         if ctx.pending_len() >= self.cfg.buffer {
             ctx.aggregate()?;
             if ctx.version() >= self.cfg.aggregations {
@@ -89,7 +137,16 @@ impl Scheduler for AsyncUpdates {
         self.cfg.concurrency.unwrap_or(DEFAULT_MAX_CONCURRENCY).min(clients)
     }
 
-    fl_core::stateless!();
+    fn save_state(&self, out: &mut StateOut) -> Result<()> {
+        out.put("started", &self.started)?;
+        out.put("lags", &self.lags)
+    }
+
+    fn load_state(&mut self, saved: &StateIn) -> Result<()> {
+        self.started = saved.get("started")?;
+        self.lags = saved.get("lags")?;
+        Ok(())
+    }
 }
 
 fl_core::register!(Scheduler "async" => AsyncUpdates::new(AsyncConfig),
@@ -117,5 +174,32 @@ mod tests {
         assert_eq!(started(None, 10_000), DEFAULT_MAX_CONCURRENCY);
         assert_eq!(started(Some(500), 10_000), 500);
         assert_eq!(started(Some(500), 20), 20);
+    }
+
+    /// The delays of the jobs dispatched after each of the arrivals a, b, a, b (two clients
+    /// training at once, every arrival aggregated): lags 0, 1, 1, 1.
+    fn delays(trainer_delay: TrainerDelay) -> Vec<(usize, f64)> {
+        let mut s = AsyncUpdates::new(AsyncConfig { concurrency: Some(2), trainer_delay, ..AsyncConfig::default() });
+        let mut ctx = RecordingContext::new(2, 3);
+        s.on_start(&mut ctx).unwrap();
+        let first = ctx.take_actions();
+        assert!(first.iter().all(|a| matches!(a, Action::DispatchJob { delay: 0.0, .. })), "{first:?}");
+        let mut seen = Vec::new();
+        for client in [0, 1, 0, 1] {
+            ctx.arrive(client);
+            s.on_arrival(&mut ctx, client).unwrap();
+            for action in ctx.take_actions() {
+                if let Action::DispatchJob { client, delay, .. } = action {
+                    seen.push((client, delay));
+                }
+            }
+        }
+        seen
+    }
+
+    #[test]
+    fn jobs_report_their_clients_mean_or_last_lag() {
+        assert_eq!(delays(TrainerDelay::MeanLag), [(0, 0.0), (1, 1.0), (0, 0.5), (1, 1.0)]);
+        assert_eq!(delays(TrainerDelay::LastLag), [(0, 0.0), (1, 1.0), (0, 1.0), (1, 1.0)]);
     }
 }
