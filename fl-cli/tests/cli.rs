@@ -479,6 +479,8 @@ fn a_model_too_large_for_memory_fails_before_anything_is_allocated() {
             "run",
             path.to_str().unwrap(),
             "--quiet",
+            "--workers",
+            "2",
             "--out",
             dir.path().join(name).with_extension("").to_str().unwrap(),
         ]);
@@ -491,7 +493,9 @@ fn a_model_too_large_for_memory_fails_before_anything_is_allocated() {
     // A width whose element count overflows used to panic inside libtorch.
     let err = run("overflow.toml", &TINY.replace("name = \"mlp\"", "name = \"mlp\"\nhidden = [9223372036854775807]"));
     assert!(err.contains("more than 2^64 elements"), "{err}");
-    // The budget is the user's to set: the default MLP (159,010 elements, 2 + 5·2 copies, 7.6 MB) over 5 MB.
+    // The budget is the user's to set: the default MLP (159,010 elements; 2 server copies, 2 for
+    // each of the 2 jobs in flight, 3 for each training at once on the 2 workers: 12 copies,
+    // 7.6 MB) over 5 MB.
     let err = run("budget.toml", &format!("{TINY}[run]\nmemory_budget_gb = 0.005\n"));
     assert!(err.contains("hold about 7.6 MB") && err.contains("over the memory budget of 5.0 MB"), "{err}");
 }

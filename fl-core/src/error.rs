@@ -271,7 +271,8 @@ pub enum EngineError {
     /// The run's model copies would not fit its memory budget (see `engine::memory`).
     #[error(
         "the run would hold {} of model copies (a model of {elements} elements, 4 bytes \
-         each, for the server and {in_flight} job(s) in flight), over the memory budget of {} \
+         each, for the server, {in_flight} job(s) in flight of which {training} train at once, and \
+         {client_copies} copies of per-client state), over the memory budget of {} \
          ({budget_source}): shrink the model, lower the scheduler's concurrency or clients per round, or \
          raise the budget",
         if .needed_gb.is_finite() { format!("about {}", gigabytes(*.needed_gb)) } else { "more than 2^64 bytes".to_string() },
@@ -282,6 +283,10 @@ pub enum EngineError {
         elements: String,
         /// Jobs the scheduler may keep in flight.
         in_flight: usize,
+        /// Jobs that may train at the same moment.
+        training: usize,
+        /// Copies of per-client state.
+        client_copies: u64,
         /// The estimate, GB.
         needed_gb: f64,
         /// The budget, GB.

@@ -8,6 +8,7 @@
 //! derived from the run seed, so the same configuration and seed give the same metrics whatever
 //! the number of workers.
 
+mod allocator;
 mod checkpoint;
 pub mod cohort;
 mod eval;
@@ -124,12 +125,16 @@ impl Simulation {
         if partition.is_empty() {
             return Err(EngineError::NoClients.into());
         }
-        memory::check(
-            model.structure().elements(),
-            scheduler.max_in_flight(partition.len()),
-            trainer.client_state_copies() * partition.len() as u64,
-            run.memory_budget_gb,
-        )?;
+        let cohorts = run.batching.cohorts_on(device);
+        let cohort_cap = if cohorts && trainer.batches() { run.max_cohort.unwrap_or(usize::MAX) } else { 1 };
+        let in_flight = scheduler.max_in_flight(partition.len());
+        let plan = memory::Plan {
+            in_flight,
+            // The workers' cohorts train at the same moment.
+            training: workers.max(1).saturating_mul(cohort_cap),
+            client_copies: trainer.client_state_copies() * partition.len() as u64,
+        };
+        memory::check(model.structure().elements(), plan, run.memory_budget_gb)?;
         if let Some(c) = partition.iter().position(Vec::is_empty) {
             return Err(EngineError::EmptyClient { client: c }.into());
         }
@@ -148,8 +153,6 @@ impl Simulation {
         if global.shapes() != shapes {
             return Err(EngineError::InitShapes.into());
         }
-        let cohorts = run.batching.cohorts_on(device);
-        let cohort_cap = if cohorts && trainer.batches() { run.max_cohort.unwrap_or(usize::MAX) } else { 1 };
         let mut unsaid = Vec::new();
         if cohorts && !trainer.batches() {
             unsaid.push("the trainer cannot batch clients: every job trains alone (a cohort of one)");

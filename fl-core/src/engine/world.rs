@@ -9,6 +9,7 @@ use std::sync::Arc;
 use tch::Tensor;
 
 use super::BYTES_PER_PARAM;
+use super::allocator;
 use super::cohort::{self, CohortSlot};
 use super::eval::evaluate;
 use super::pack::PackMember;
@@ -448,9 +449,13 @@ impl World {
             Work::Deferred => unreachable!("flushed above"),
         };
         let delta = f.mask.scatter(&out.params.sub(&f.start), &self.shapes);
+        let train_loss = out.mean_loss;
         if let Some(state) = out.state {
             self.client_state[f.client] = Some(state.to_device(tch::Device::Cpu));
         }
+        // The trained model is freed here: give its pages back.
+        drop(out.params);
+        allocator::release_free_memory();
         self.clients[f.client].running -= 1;
         self.bytes_up += f.transfer_bytes + f.relay_bytes;
         self.pending.push(ClientUpdate {
@@ -464,7 +469,7 @@ impl World {
             pulled_version: f.pulled_version,
             samples: self.clients[f.client].samples,
             multiplicity: f.multiplicity,
-            train_loss: out.mean_loss,
+            train_loss,
             dispatched_at: f.dispatched_at,
             arrived_at: self.now,
         });
@@ -553,6 +558,9 @@ impl World {
         if self.run.max_aggregations.is_some_and(|m| self.version >= m) {
             self.stopped = true;
         }
+        // The round's updates are freed here: give their pages back.
+        drop(updates);
+        allocator::release_free_memory();
         Ok(())
     }
 
