@@ -112,7 +112,12 @@ fn fedasync_staleness_counts_merges_since_dispatch() {
     //   t=1 c1 (v0→) s0 | t=2 c2 s1, c1 s1 | t=3 c0 s3, c1 s1 | t=4 c2 s3, c1 s1 | t=5 c1 s0
     //   t=6 c0 (dispatched at v4, now v8) s4, c2 (v6, now v9) s3, c1 (v8, now v10) s2.
     let log = Arc::new(Mutex::new(Vec::new()));
-    let scheduler = Box::new(AsyncUpdates::new(AsyncConfig { buffer: 1, concurrency: None, aggregations: 11, ..AsyncConfig::default() }));
+    let scheduler = Box::new(AsyncUpdates::new(AsyncConfig {
+        buffer: 1,
+        concurrency: None,
+        aggregations: 11,
+        ..AsyncConfig::default()
+    }));
     let aggregator = Box::new(StalenessLog { inner: AsyncMix::new(AsyncMixConfig::default()), log: Arc::clone(&log) });
     let mut sim = Simulation::new(setup(scheduler, aggregator, Box::new(Polynomial::default()))).unwrap();
     let summary = sim.run(&mut ()).unwrap();
@@ -236,7 +241,12 @@ fn timers_fire_at_their_virtual_time_and_evaluations_follow_the_virtual_cadence(
 
 #[test]
 fn the_virtual_time_limit_ends_a_run_at_the_limit() {
-    let scheduler = Box::new(AsyncUpdates::new(AsyncConfig { buffer: 1, concurrency: None, aggregations: 1000, ..AsyncConfig::default() }));
+    let scheduler = Box::new(AsyncUpdates::new(AsyncConfig {
+        buffer: 1,
+        concurrency: None,
+        aggregations: 1000,
+        ..AsyncConfig::default()
+    }));
     let mut s = setup(scheduler, Box::new(AsyncMix::new(AsyncMixConfig::default())), Box::new(Constant));
     s.run = RunConfig { max_virtual_time_s: Some(2.5), ..Default::default() };
     let summary = Simulation::new(s).unwrap().run(&mut ()).unwrap();
@@ -477,7 +487,8 @@ fn fedbuff_aggregates_every_third_arrival_and_redispatches_on_the_newest_model()
     //   t=4 c1 v1 [1] | t=5 c1 v2 [2] | t=6 c0 v1 [3] → merge at v2: staleness 1, 0, 1 → v3
     //   t=6 c2 v2 [1], c1 v2 [2] | t=7 c1 v3 [3] → merge at v3: staleness 1, 1, 0 → v4, stop.
     // (c1's job from t=2 starts after that arrival's merge, hence v1; c2's from t=2 before it.)
-    let scheduler = AsyncUpdates::new(AsyncConfig { buffer: 3, concurrency: None, aggregations: 4, ..AsyncConfig::default() });
+    let scheduler =
+        AsyncUpdates::new(AsyncConfig { buffer: 3, concurrency: None, aggregations: 4, ..AsyncConfig::default() });
     let (steps, merges, summary) = probe_run(scheduler, vec![vec![0, 1, 2], vec![3], vec![4, 5]]);
     let want = vec![
         step(0.0, None, &[0, 1, 2], 0, 0, 3),
@@ -513,7 +524,8 @@ fn fedbuff_keeps_its_concurrency_with_clients_drawn_from_the_idle_ones() {
     // K = 3 with two of three clients training: which client goes next is the scheduler's
     // draw, but every arrival but the last hands out exactly one job to a client that was idle
     // (so two stay in flight), and the buffer fills 1, 2, 3 → merge, four times.
-    let scheduler = AsyncUpdates::new(AsyncConfig { buffer: 3, concurrency: Some(2), aggregations: 4, ..AsyncConfig::default() });
+    let scheduler =
+        AsyncUpdates::new(AsyncConfig { buffer: 3, concurrency: Some(2), aggregations: 4, ..AsyncConfig::default() });
     let (steps, merges, summary) = probe_run(scheduler, vec![vec![0, 1, 2], vec![3], vec![4, 5]]);
     assert_eq!((steps[0].dispatched.len(), steps[0].in_flight), (2, 2));
     assert_eq!(steps.len(), 13, "the start and 4 × 3 arrivals");
