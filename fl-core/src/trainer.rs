@@ -68,6 +68,9 @@ pub struct TrainOutcome {
     pub mean_loss: f64,
     /// Optimisation steps the job made (fewer than planned if it stopped early).
     pub steps: usize,
+    /// The sum of the learning rates of those steps (η·steps for a constant SGD rate): the
+    /// model's displacement divided by it is the job's mean gradient (FedASMU's server reads it).
+    pub lr_sum: f64,
     /// State to hand the client's next job ([`TrainJob::state`]); the engine keeps it per
     /// client, in host memory, and in checkpoints. None: keep nothing.
     pub state: Option<ParamSet>,
@@ -127,7 +130,7 @@ pub trait TrainSession: Send {
 ///     fn run_until(&mut self, _share: f64) -> Result<()> { Ok(()) }
 ///     fn merge_pulled(&mut self, _: &ParamSet, _: PullInfo) -> Result<()> { Ok(()) }
 ///     fn finish(self: Box<Self>) -> Result<Vec<TrainOutcome>> {
-///         Ok(self.0.into_iter().map(|j| TrainOutcome { params: j.params, mean_loss: 0.0, steps: 0, state: j.state }).collect())
+///         Ok(self.0.into_iter().map(|j| TrainOutcome { params: j.params, mean_loss: 0.0, steps: 0, lr_sum: 0.0, state: j.state }).collect())
 ///     }
 /// }
 ///

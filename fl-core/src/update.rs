@@ -31,6 +31,8 @@ pub struct ClientUpdate {
     pub multiplicity: u32,
     /// Mean training loss over the job's steps.
     pub train_loss: f64,
+    /// The sum of the learning rates of the job's steps ([`crate::TrainOutcome::lr_sum`]).
+    pub lr_sum: f64,
     /// Virtual time of the dispatch, in ticks (before any wait the scheduler asked for).
     pub dispatched_at: Tick,
     /// Virtual time of the arrival at the server, in ticks.

@@ -21,6 +21,7 @@ fn update(delta: &[f32], samples: usize) -> ClientUpdate {
         samples,
         multiplicity: 1,
         train_loss: 0.0,
+        lr_sum: 0.0,
         dispatched_at: 0,
         arrived_at: 0,
     }

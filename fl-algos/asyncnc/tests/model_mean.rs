@@ -25,6 +25,7 @@ fn update(base: [f32; 2], delta: [f32; 2], samples: usize, multiplicity: u32) ->
         samples,
         multiplicity,
         train_loss: 0.0,
+        lr_sum: 0.0,
         dispatched_at: 0,
         arrived_at: 0,
     }

@@ -34,6 +34,7 @@ fn update(base: &ParamSet, delta: ParamSet, mask: Mask, samples: usize, base_ver
         samples,
         multiplicity: 1,
         train_loss: 0.0,
+        lr_sum: 0.0,
         dispatched_at: 0,
         arrived_at: 0,
     }

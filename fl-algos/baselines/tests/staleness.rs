@@ -31,6 +31,7 @@ fn weights(f: &mut dyn StalenessFn, versions: &[u64]) -> Vec<f64> {
         samples: 1,
         multiplicity: 1,
         train_loss: 0.0,
+        lr_sum: 0.0,
         dispatched_at: 0,
         arrived_at: 0,
     };

@@ -19,6 +19,7 @@ fn update(choice: Option<usize>, base_version: u64) -> ClientUpdate {
         samples: 1,
         multiplicity: 1,
         train_loss: 0.0,
+        lr_sum: 0.0,
         dispatched_at: 0,
         arrived_at: 0,
     }

@@ -37,6 +37,7 @@ fn updates() -> Vec<ClientUpdate> {
             samples: 100 * (n + 1),
             multiplicity: 1,
             train_loss: 0.0,
+            lr_sum: 0.0,
             dispatched_at: 0,
             arrived_at: 0,
         })

@@ -153,6 +153,9 @@ struct JobState {
     outcome: Option<(usize, f64, usize)>,
     /// The client state that outcome hands on (a set).
     outcome_state: Option<usize>,
+    /// That outcome's sum of learning rates (0 in checkpoints written before it existed).
+    #[serde(default)]
+    outcome_lr_sum: f64,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -168,6 +171,8 @@ struct UpdateState {
     samples: usize,
     multiplicity: u32,
     train_loss: f64,
+    #[serde(default)]
+    lr_sum: f64,
     dispatched_at: Tick,
     arrived_at: Tick,
 }
@@ -323,7 +328,7 @@ pub(super) fn save(w: &World, scheduler: &dyn crate::scheduler::Scheduler) -> Re
     let (scheduler, aggregator, mask_policy) = (store.component(sched)?, store.component(agg)?, store.component(mask)?);
     let mut in_flight = Vec::with_capacity(w.in_flight.len());
     for (&job, f) in &w.in_flight {
-        let (outcome, outcome_state) = match &f.work {
+        let (outcome, outcome_state, outcome_lr_sum) = match &f.work {
             Work::Cohort(slot, i) => {
                 let o = slot.outcome(*i).map_err(|e| crate::error::EngineError::JobFailed {
                     job,
@@ -331,9 +336,9 @@ pub(super) fn save(w: &World, scheduler: &dyn crate::scheduler::Scheduler) -> Re
                     source: Box::new(e),
                 })?;
                 let state = o.state.as_ref().map(|s| store.set(s)).transpose()?;
-                (Some((store.set(&o.params)?, o.mean_loss, o.steps)), state)
+                (Some((store.set(&o.params)?, o.mean_loss, o.steps)), state, o.lr_sum)
             }
-            Work::Deferred | Work::Session(_) => (None, None),
+            Work::Deferred | Work::Session(_) => (None, None, 0.0),
         };
         in_flight.push(JobState {
             job,
@@ -353,6 +358,7 @@ pub(super) fn save(w: &World, scheduler: &dyn crate::scheduler::Scheduler) -> Re
             relay_bytes: f.relay_bytes,
             outcome,
             outcome_state,
+            outcome_lr_sum,
         });
     }
     let pending = w
@@ -371,6 +377,7 @@ pub(super) fn save(w: &World, scheduler: &dyn crate::scheduler::Scheduler) -> Re
                 samples: u.samples,
                 multiplicity: u.multiplicity,
                 train_loss: u.train_loss,
+                lr_sum: u.lr_sum,
                 dispatched_at: u.dispatched_at,
                 arrived_at: u.arrived_at,
             })
@@ -499,6 +506,7 @@ pub(super) fn restore(
                 samples: u.samples,
                 multiplicity: u.multiplicity,
                 train_loss: u.train_loss,
+                lr_sum: u.lr_sum,
                 dispatched_at: u.dispatched_at,
                 arrived_at: u.arrived_at,
             })
@@ -512,11 +520,12 @@ pub(super) fn restore(
         let mask = loaded.mask(&j.mask)?;
         let start = mask.extract(&base);
         let pulled = j.pulled.map(|id| loaded.set(id)).transpose()?;
-        let outcome_state = j.outcome_state;
+        let (outcome_state, outcome_lr_sum) = (j.outcome_state, j.outcome_lr_sum);
         let work = match (j.outcome, j.pull_share) {
             (Some((params, mean_loss, steps)), _) => {
                 let state = outcome_state.map(|id| loaded.set(id)).transpose()?;
-                let outcome = TrainOutcome { params: loaded.set(params)?, mean_loss, steps, state };
+                let outcome =
+                    TrainOutcome { params: loaded.set(params)?, mean_loss, steps, lr_sum: outcome_lr_sum, state };
                 Work::Cohort(Arc::new(CohortSlot::done(vec![outcome])), 0)
             }
             (None, Some(share)) => {

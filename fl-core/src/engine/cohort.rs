@@ -93,6 +93,7 @@ impl CohortSlot {
                 params: o.params.shallow_clone(),
                 mean_loss: o.mean_loss,
                 steps: o.steps,
+                lr_sum: o.lr_sum,
                 state: o.state.as_ref().map(|s| s.shallow_clone()),
             })
         })

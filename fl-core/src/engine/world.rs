@@ -449,7 +449,7 @@ impl World {
             Work::Deferred => unreachable!("flushed above"),
         };
         let delta = f.mask.scatter(&out.params.sub(&f.start), &self.shapes);
-        let train_loss = out.mean_loss;
+        let (train_loss, lr_sum) = (out.mean_loss, out.lr_sum);
         if let Some(state) = out.state {
             self.client_state[f.client] = Some(state.to_device(tch::Device::Cpu));
         }
@@ -470,6 +470,7 @@ impl World {
             samples: self.clients[f.client].samples,
             multiplicity: f.multiplicity,
             train_loss,
+            lr_sum,
             dispatched_at: f.dispatched_at,
             arrived_at: self.now,
         });

@@ -99,6 +99,9 @@ pub struct RateTable {
     pub inv_sqrt_bias2: Option<Tensor>,
     /// 0 where the client's optimizer state restarts, 1 elsewhere (with `reset_each_epoch`).
     pub keep: Option<Tensor>,
+    /// `step` on the host, `[T, C]` row-major.
+    host_step: Vec<f32>,
+    clients: usize,
 }
 
 impl RateTable {
@@ -136,6 +139,14 @@ impl RateTable {
             step: table(&step),
             inv_sqrt_bias2: cfg.adam_betas.map(|_| table(&bias2)),
             keep: cfg.reset_each_epoch.then(|| table(&keep)),
+            host_step: step,
+            clients: clients.len(),
         }
+    }
+
+    /// The sum of client `c`'s step sizes over its first `steps` steps (η·steps for a constant
+    /// SGD rate).
+    pub fn step_sum(&self, c: usize, steps: usize) -> f64 {
+        (0..steps).map(|s| -f64::from(self.host_step[s * self.clients + c])).sum()
     }
 }

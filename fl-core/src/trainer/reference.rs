@@ -134,6 +134,7 @@ impl TrainSession for SgdSession {
             params: ParamSet::new(self.start.names().to_vec(), trained)?,
             mean_loss,
             steps: self.step,
+            lr_sum: self.cfg.lr * self.step as f64,
         }])
     }
 }

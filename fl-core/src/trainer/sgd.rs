@@ -784,6 +784,7 @@ impl TrainSession for SgdCohort {
                 params: ParamSet::new(self.names.clone(), tensors)?,
                 mean_loss: f64::from(losses[slot]) / done.max(1) as f64,
                 steps: done,
+                lr_sum: self.rates.step_sum(slot, done),
                 state,
             });
         }

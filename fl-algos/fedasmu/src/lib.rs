@@ -1,0 +1,12 @@
+//! FedASMU: Jia, Liu et al., "Efficient Federated Learning with Timely Update Dissemination"
+//! (arXiv:2507.06031; spec `../shared/papers/fedasmu.md`).
+//!
+//! The server merges each upload on arrival with a staleness-aware weight whose controls it
+//! learns per device (`staleness-learned`, Eqs. 1–5 through the spec's Algorithm S); devices
+//! fetch the newest global model once mid-training and merge it with a weight they learn
+//! (the `sgd` trainer's `pull_merge = "learned"`, Eqs. 9–11); a trigger every 𝒯 virtual
+//! seconds keeps m' devices training (`periodic-trigger`).
+
+mod aggregator;
+
+pub use aggregator::{StalenessLearned, StalenessLearnedConfig};
