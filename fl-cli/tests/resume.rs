@@ -5,7 +5,9 @@
 //! must give the records that followed the checkpoint in the first run, byte for byte, and the
 //! same summary. Both batching modes run, so checkpoints taken while jobs wait to join a cohort
 //! or train in one are covered, as are schedulers, aggregators and mask policies with state of
-//! their own (rounds, fragment counts, RAM-Fed's memory, region draws, stale global models).
+//! their own (rounds, fragment counts, RAM-Fed's memory, region draws, stale global models),
+//! and jobs checkpointed after a pull that found nothing newer (FedASMU's early pulls: they
+//! once resumed as if still waiting for it and stopped at their pull share).
 
 use fl_core::engine::cohort::Batching;
 use fl_core::engine::{Checkpoint, Summary};

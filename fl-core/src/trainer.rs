@@ -14,6 +14,7 @@
 
 mod contrastive;
 mod decay_gradient;
+pub mod learned_pull;
 pub mod rates;
 pub mod reference;
 mod schedule;

@@ -376,3 +376,48 @@ fn aso_fed_decay_gradient_matches_two_steps_by_hand_and_hands_on_h_and_the_gradi
     assert_eq!(next.names(), state_names.as_slice());
     close(flat(&next), &[-0.2, 0.0, 0.25, 0.0, -0.225, 0.25, -q, 0.0, q, 0.0, -q, q]);
 }
+
+#[test]
+fn fedasmu_learned_pull_weight_merges_and_steps_its_controls_as_worked_by_hand() {
+    // Sample 0 of `tiny_dataset`, x = (1, 0) of class 0, one sample a step, two steps at lr 1.
+    // Step 1 from W = ½, b = 0: W₁ = [[1, ½], [0, ½]], b₁ = (½, −½).
+    // The pull: version g = 4 for a job from o = 0 (s = 5), w_g = 0. With γ = 1, υ = ½, μ_β = 10:
+    // φ = γ/√g (1 − υ/√s) = ½ (1 − ½/√5) = 0.3881966, β = 10φ/(1 + 10φ) = 0.7951645, and the
+    // merged model is (1 − β) w₁. On the next batch (x again) its logits are (1 − β)(1.5, −0.5):
+    // q = 1 − σ(2 (1 − β)); ∇ = ([[−q, 0], [q, 0]], (−q, q)); c = ⟨∇, w_g − w₁⟩ = q + q = 2q.
+    // k = μ_β/(1 + μ_β φ)²; γ −= 0.1 c k (1 − υ/√s)/√g; υ −= 0.1 c k (−γ/(√g √s)).
+    // Step 2 from the merged model with the same gradient: W₂ = (1 − β) W₁ − ∇_W, b₂ likewise.
+    let (g, s) = (4f64, 5f64);
+    let phi = 1.0 / g.sqrt() * (1.0 - 0.5 / s.sqrt());
+    let beta = 10.0 * phi / (1.0 + 10.0 * phi);
+    assert!((phi - 0.3881966).abs() < 1e-7 && (beta - 0.7951645).abs() < 1e-7, "the comment's numbers");
+    let q = 1.0 - 1.0 / (1.0 + (-2.0 * (1.0 - beta)).exp());
+    let (c, k) = (2.0 * q, 10.0 / (1.0 + 10.0 * phi).powi(2));
+    let gamma = 1.0 - 0.1 * c * k * (1.0 - 0.5 / s.sqrt()) / g.sqrt();
+    let upsilon = 0.5 + 0.1 * c * k / (g.sqrt() * s.sqrt());
+    let keep = 1.0 - beta;
+    let want = [keep + q, keep * 0.5, -q, keep * 0.5, keep * 0.5 + q, -keep * 0.5 - q];
+
+    let names = ["w", "b"].map(String::from).to_vec();
+    let m = |v: [f32; 4]| Tensor::from_slice(&v).reshape([2, 2]);
+    let params = ParamSet::new(names.clone(), vec![m([0.5; 4]), Tensor::from_slice(&[0.0f32, 0.0])]).unwrap();
+    let pulled = ParamSet::new(names, vec![m([0.0; 4]), Tensor::from_slice(&[0.0f32, 0.0])]).unwrap();
+    let pull =
+        fl_core::trainer::learned_pull::LearnedPullConfig { lr_gamma: 0.1, lr_upsilon: 0.1, ..Default::default() };
+    let cfg = SgdConfig { lr: 1.0, batch_size: 1, steps: Some(2), learned_pull: Some(pull), ..Default::default() };
+    let trainer = Sgd::new(cfg);
+    let mut session =
+        trainer.start(vec![TrainJob { params, indices: Tensor::from_slice(&[0i64]), ..job(None) }]).unwrap();
+    session.run_until(0.5).unwrap();
+    session.merge_pulled(&pulled, PullInfo { base_version: 0, pulled_version: 4 }).unwrap();
+    session.run_until(1.0).unwrap();
+    let out = session.finish().unwrap().pop().unwrap();
+    let close = |got: Vec<f64>, want: &[f64]| {
+        assert!(got.iter().zip(want).all(|(g, w)| (g - w).abs() < 1e-6), "got {got:?}, want {want:?}");
+    };
+    close(flat(&out.params), &want);
+    let state = out.state.expect("the controls are the client's state");
+    assert_eq!(state.names(), ["pull.gamma", "pull.upsilon"]);
+    close(flat(&state), &[gamma, upsilon]);
+    assert!((out.lr_sum - 2.0).abs() < 1e-9, "two steps at lr 1: {}", out.lr_sum);
+}

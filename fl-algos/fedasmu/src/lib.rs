@@ -4,9 +4,12 @@
 //! The server merges each upload on arrival with a staleness-aware weight whose controls it
 //! learns per device (`staleness-learned`, Eqs. 1–5 through the spec's Algorithm S); devices
 //! fetch the newest global model once mid-training and merge it with a weight they learn
-//! (the `sgd` trainer's `pull_merge = "learned"`, Eqs. 9–11); a trigger every 𝒯 virtual
+//! (the `sgd` trainer's `learned_pull`, Eqs. 9–11); a trigger every 𝒯 virtual
 //! seconds keeps m' devices training (`periodic-trigger`).
 
 mod aggregator;
+mod methods;
+mod periodic_trigger;
 
 pub use aggregator::{StalenessLearned, StalenessLearnedConfig};
+pub use periodic_trigger::{PeriodicTrigger, PeriodicTriggerConfig};

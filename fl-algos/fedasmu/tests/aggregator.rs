@@ -16,34 +16,34 @@ fn values(p: &ParamSet) -> [f64; 2] {
 }
 
 /// Device `client`'s upload of a job started from `base` at version `o`, moved by `delta`
-/// with learning rates summing to `lr_sum`, merged at version `v`.
-fn arrive(
-    agg: &mut StalenessLearned,
-    global: [f64; 2],
+/// with learning rates summing to `lr_sum`.
+struct Upload {
     client: usize,
     o: u64,
     base: [f64; 2],
     delta: [f64; 2],
     lr_sum: f64,
-    v: u64,
-) -> [f64; 2] {
+}
+
+/// `up` merged into `global` at version `v`.
+fn arrive(agg: &mut StalenessLearned, global: [f64; 2], v: u64, up: Upload) -> [f64; 2] {
     let update = ClientUpdate {
-        client,
+        client: up.client,
         job: 0,
-        base_version: o,
-        base: set(base),
+        base_version: up.o,
+        base: set(up.base),
         mask: Mask::Full,
         choice: None,
-        delta: set(delta),
+        delta: set(up.delta),
         pulled_version: None,
         samples: 1,
         multiplicity: 1,
         train_loss: 0.0,
-        lr_sum,
+        lr_sum: up.lr_sum,
         dispatched_at: 0,
         arrived_at: 0,
     };
-    let staleness = [UpdateStaleness { versions: v - o, seconds: 0.0, weight: 1.0 }];
+    let staleness = [UpdateStaleness { versions: v - up.o, seconds: 0.0, weight: 1.0 }];
     let ctx = AggregateCtx { version: v, num_clients: 2, total_samples: 2, now: 0, staleness: &staleness };
     values(&agg.aggregate(&set(global), &[update], &ctx).unwrap())
 }
@@ -68,7 +68,8 @@ fn merges_weigh_by_learned_controls_and_the_controls_follow_algorithm_s() {
     //    α₁ = 1.05/2.05 = 0.5121951; w₁ = α₁ (1, 0). No previous merge: no control step.
     let a1 = alpha(1.05);
     close(a1, 0.5121951, "α₁");
-    let w1 = arrive(&mut agg, [0.0, 0.0], 0, 0, [0.0, 0.0], [1.0, 0.0], 1.0, 0);
+    let w1 =
+        arrive(&mut agg, [0.0, 0.0], 0, Upload { client: 0, o: 0, base: [0.0, 0.0], delta: [1.0, 0.0], lr_sum: 1.0 });
     close(w1[0], a1, "w₁");
     // 2. B at version 1 from w₀ (s = 2), Δ = (0, 2): ξ = 1/(1·√2) + 0.05 = 0.7571068,
     //    α₂ = 0.4308827; its merge step Δ_B = w_B − w₁ = (−α₁, 2); w₂ = w₁ + α₂ Δ_B.
@@ -77,7 +78,7 @@ fn merges_weigh_by_learned_controls_and_the_controls_follow_algorithm_s() {
     close(a2, 0.4308827, "α₂");
     let step_b = [-a1, 2.0];
     let w2 = [a1 + a2 * step_b[0], a2 * step_b[1]];
-    let got = arrive(&mut agg, w1, 1, 0, [0.0, 0.0], [0.0, 2.0], 2.0, 1);
+    let got = arrive(&mut agg, w1, 1, Upload { client: 1, o: 0, base: [0.0, 0.0], delta: [0.0, 2.0], lr_sum: 2.0 });
     close(got[0], w2[0], "w₂[0]");
     close(got[1], w2[1], "w₂[1]");
     // 3. B again at version 2, from w₂ (s = 1), Δ = (0.5, −1) with Ση = 0.5: ĝ = −Δ/Ση = (−1, 2).
@@ -92,7 +93,7 @@ fn merges_weigh_by_learned_controls_and_the_controls_follow_algorithm_s() {
     //    Then ξ = λ/(√2 · 1^σ) + ι at t = 2, s = 1, and w₃ = w₂ + α₃ Δ.
     let a3 = alpha((lambda / 2f64.sqrt() + iota).max(0.0));
     let w3 = [w2[0] + a3 * 0.5, w2[1] - a3];
-    let got = arrive(&mut agg, w2, 1, 2, w2, [0.5, -1.0], 0.5, 2);
+    let got = arrive(&mut agg, w2, 2, Upload { client: 1, o: 2, base: w2, delta: [0.5, -1.0], lr_sum: 0.5 });
     let (l, s, i) = agg.controls(1);
     close(l, lambda, "λ_B");
     close(s, sigma, "σ_B");
@@ -106,7 +107,7 @@ fn merges_weigh_by_learned_controls_and_the_controls_follow_algorithm_s() {
     let (lambda_a, iota_a) = (1.0 - 0.1 * c * k, 0.05 - 0.1 * c * k);
     let a4 = alpha(lambda_a / (3f64.sqrt() * 2f64.powf(0.5)) + iota_a);
     let step_a = [w2[0] - 1.0 - w3[0], w2[1] + 1.0 - w3[1]];
-    let got = arrive(&mut agg, w3, 0, 2, w2, [-1.0, 1.0], 1.0, 3);
+    let got = arrive(&mut agg, w3, 3, Upload { client: 0, o: 2, base: w2, delta: [-1.0, 1.0], lr_sum: 1.0 });
     let (l, s, i) = agg.controls(0);
     close(l, lambda_a, "λ_A");
     close(s, 0.5, "σ_A");
@@ -120,9 +121,14 @@ fn the_printed_forms_and_the_frozen_controls_differ_as_documented() {
     // Arrivals 1–3 of the test above; only B's controls after its second upload are compared.
     let run = |cfg: StalenessLearnedConfig| {
         let mut agg = StalenessLearned::new(cfg);
-        let w1 = arrive(&mut agg, [0.0, 0.0], 0, 0, [0.0, 0.0], [1.0, 0.0], 1.0, 0);
-        let w2 = arrive(&mut agg, w1, 1, 0, [0.0, 0.0], [0.0, 2.0], 2.0, 1);
-        arrive(&mut agg, w2, 1, 2, w2, [0.5, -1.0], 0.5, 2);
+        let w1 = arrive(
+            &mut agg,
+            [0.0, 0.0],
+            0,
+            Upload { client: 0, o: 0, base: [0.0, 0.0], delta: [1.0, 0.0], lr_sum: 1.0 },
+        );
+        let w2 = arrive(&mut agg, w1, 1, Upload { client: 1, o: 0, base: [0.0, 0.0], delta: [0.0, 2.0], lr_sum: 2.0 });
+        arrive(&mut agg, w2, 2, Upload { client: 1, o: 2, base: w2, delta: [0.5, -1.0], lr_sum: 0.5 });
         agg.controls(1)
     };
     let a1 = alpha(1.05);
@@ -143,7 +149,13 @@ fn the_printed_forms_and_the_frozen_controls_differ_as_documented() {
 fn uploads_staler_than_tau_max_are_discarded() {
     let mut agg = StalenessLearned::new(StalenessLearnedConfig { tau_max: 2, ..config() });
     // s = 3 − 0 + 1 = 4 > 2: the model stays.
-    assert_eq!(arrive(&mut agg, [0.5, 0.5], 0, 0, [0.0, 0.0], [1.0, 1.0], 1.0, 3), [0.5, 0.5]);
+    assert_eq!(
+        arrive(&mut agg, [0.5, 0.5], 3, Upload { client: 0, o: 0, base: [0.0, 0.0], delta: [1.0, 1.0], lr_sum: 1.0 }),
+        [0.5, 0.5]
+    );
     // s = 2: merged.
-    assert_ne!(arrive(&mut agg, [0.5, 0.5], 0, 2, [0.0, 0.0], [1.0, 1.0], 1.0, 3), [0.5, 0.5]);
+    assert_ne!(
+        arrive(&mut agg, [0.5, 0.5], 3, Upload { client: 0, o: 2, base: [0.0, 0.0], delta: [1.0, 1.0], lr_sum: 1.0 }),
+        [0.5, 0.5]
+    );
 }

@@ -18,7 +18,7 @@
 //! The file: the 8 bytes `FL-CKPT1`, the length of the description (u64, little-endian), the
 //! description (CBOR), then every tensor's bytes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use rand::SeedableRng;
@@ -27,7 +27,7 @@ use tch::{Device, Tensor};
 
 use super::cohort::CohortSlot;
 use super::record::{ClientStats, EvalRecord};
-use super::world::{Event, InFlight, Work, World};
+use super::world::{Event, InFlight, PullStage, Work, World};
 use crate::clock::{EventQueue, Tick};
 use crate::error::{Error, Result};
 use crate::mask::{Mask, StructuredMask};
@@ -489,6 +489,8 @@ pub(super) fn restore(
         .iter()
         .map(|id| id.map(|i| loaded.set(i).map(|p| p.to_device(Device::Cpu))).transpose())
         .collect::<Result<_>>()?;
+    let awaiting_pull: BTreeSet<u64> =
+        s.queue.iter().filter_map(|(_, _, e)| if let Event::Pull(job) = e { Some(*job) } else { None }).collect();
     w.queue = EventQueue::from_entries(s.queue, s.queue_seq);
     w.pending = s
         .pending
@@ -530,13 +532,19 @@ pub(super) fn restore(
             }
             (None, Some(share)) => {
                 let (job, _) = w.train_job(j.client, j.job, &start, &mask, j.base_version, j.delay);
-                let merge = match (&pulled, j.pulled_version) {
-                    (Some(p), Some(v)) => {
-                        Some((p.shallow_clone(), PullInfo { base_version: j.base_version, pulled_version: v }))
-                    }
-                    _ => None,
+                // A job whose pull event is still queued has not asked yet; one whose pull found
+                // nothing newer goes on from its share without a merge.
+                let stage = if awaiting_pull.contains(&j.job) {
+                    PullStage::Waiting
+                } else {
+                    PullStage::Done(match (&pulled, j.pulled_version) {
+                        (Some(p), Some(v)) => {
+                            Some((p.shallow_clone(), PullInfo { base_version: j.base_version, pulled_version: v }))
+                        }
+                        _ => None,
+                    })
                 };
-                Work::Session(w.session(job, share, merge))
+                Work::Session(w.session(job, share, stage))
             }
             (None, None) => {
                 let (job, _) = w.train_job(j.client, j.job, &start, &mask, j.base_version, j.delay);

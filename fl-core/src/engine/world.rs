@@ -59,6 +59,14 @@ pub(super) enum Event {
 
 pub(super) type SessionHandle = JobHandle<Result<Box<dyn TrainSession>>>;
 
+/// Where a pulling job stands with its pull.
+pub(super) enum PullStage {
+    /// It has not asked yet.
+    Waiting,
+    /// It asked and received this newer model, or nothing newer.
+    Done(Option<(ParamSet, PullInfo)>),
+}
+
 /// Where a job's training stands.
 pub(super) enum Work {
     /// Waiting in `World::deferred` to join a cohort.
@@ -263,7 +271,7 @@ impl World {
                 if self.cohort_cap > 1 {
                     self.note("jobs that pull the global model mid-training train alone (cohorts of one)");
                 }
-                Work::Session(self.session(train_job, share, None))
+                Work::Session(self.session(train_job, share, PullStage::Waiting))
             }
             None => {
                 self.deferred.push((job, train_job));
@@ -341,15 +349,18 @@ impl World {
         (job, jitter)
     }
 
-    /// Trains `job` alone in a session of its own up to `share` of its work, on a worker; with
-    /// `pulled`, a resumed job that had pulled: it merges that model there and trains to the end.
-    pub(super) fn session(&self, job: TrainJob, share: f64, pulled: Option<(ParamSet, PullInfo)>) -> SessionHandle {
+    /// Trains `job` alone in a session of its own up to `share` of its work, on a worker; a
+    /// resumed job whose pull had already happened (`PullStage::Done`) merges what it received,
+    /// if anything, and trains to the end.
+    pub(super) fn session(&self, job: TrainJob, share: f64, stage: PullStage) -> SessionHandle {
         let trainer = Arc::clone(&self.trainer);
         self.pool.submit(move || -> Result<Box<dyn TrainSession>> {
             let mut session = trainer.start(vec![job])?;
             session.run_until(share)?;
-            if let Some((params, info)) = pulled {
-                session.merge_pulled(&params, info)?;
+            if let PullStage::Done(pulled) = stage {
+                if let Some((params, info)) = pulled {
+                    session.merge_pulled(&params, info)?;
+                }
                 session.run_until(1.0)?;
             }
             Ok(session)

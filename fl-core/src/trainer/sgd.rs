@@ -34,6 +34,7 @@ use crate::rng::CohortNoise;
 use crate::split::SplitConfig;
 use crate::trainer::contrastive::Contrast;
 use crate::trainer::decay_gradient::DecayGradient;
+use crate::trainer::learned_pull::{LearnedPullConfig, PullControls};
 use crate::trainer::rates::{ClientRates, DelayScaling, LrDecay, RateConfig, RateTable};
 use crate::trainer::schedule::{BatchSchedule, ClientPlan};
 use crate::trainer::{LocalTrainer, PullInfo, TrainJob, TrainOutcome, TrainSession};
@@ -117,6 +118,9 @@ pub struct SgdConfig {
     pub aso_beta: Option<f64>,
     /// Weight β of a model pulled mid-training: w ← (1 − β) w + β w_pulled.
     pub pull_weight: f64,
+    /// FedASMU's learned weight of a pulled model instead of `pull_weight` (absent: off; see
+    /// [`crate::trainer::learned_pull`]), its controls kept per client.
+    pub learned_pull: Option<LearnedPullConfig>,
     /// How an elementwise mask acts during training (default: on the gradients).
     pub masking: Masking,
     /// Split learning (SplitFed): the client trains up to `split.cut` and the server the rest.
@@ -147,6 +151,7 @@ impl Default for SgdConfig {
             moon_temperature: 0.5,
             aso_beta: None,
             pull_weight: 0.5,
+            learned_pull: None,
             masking: Masking::Gradient,
             split: None,
         }
@@ -204,11 +209,14 @@ impl SgdConfig {
         if let Some(beta) = self.aso_beta.filter(|b| !(0.0..1.0).contains(b)) {
             return Err(InvalidKey::new("aso_beta", format!("expected a value in [0, 1), got {beta}")));
         }
-        let stateful = [self.dyn_alpha > 0.0, self.moon_mu > 0.0, self.aso_beta.is_some()];
+        if let Some(pull) = &self.learned_pull {
+            pull.validate()?;
+        }
+        let stateful = [self.dyn_alpha > 0.0, self.moon_mu > 0.0, self.aso_beta.is_some(), self.learned_pull.is_some()];
         if stateful.iter().filter(|&&on| on).count() > 1 {
             return Err(InvalidKey::new(
                 "moon_mu",
-                "FedDyn (dyn_alpha), MOON (moon_mu) and ASO-Fed (aso_beta) each keep a per-client state: use one",
+                "FedDyn (dyn_alpha), MOON (moon_mu), ASO-Fed (aso_beta) and FedASMU (learned_pull) each keep a per-client state: use one",
             ));
         }
         if !(self.moon_temperature > 0.0 && self.moon_temperature.is_finite()) {
@@ -319,6 +327,8 @@ struct SgdCohort {
     contrast: Option<Contrast>,
     /// ASO-Fed: the decay-coefficient gradient's state.
     decay: Option<DecayGradient>,
+    /// FedASMU: the learned pull weight's settings and each client's controls.
+    pull: Option<(LearnedPullConfig, Vec<PullControls>)>,
     schedule: BatchSchedule,
     noise: CohortNoise,
     step: usize,
@@ -390,9 +400,13 @@ impl SgdCohort {
                     .then(|| stack(&|job| mask_of(job).unwrap_or_else(|| job.params.tensors()[i].ones_like())))
             })
             .collect();
-        // A client's state is `copies` model-sized parts, each with the model's shapes.
+        // A client's state is `copies` model-sized parts, each with the model's shapes, or
+        // FedASMU's two controls.
         let copies = sgd.state_copies();
-        let state_shapes: Vec<Vec<i64>> = (0..copies).flat_map(|_| shapes.iter().cloned()).collect();
+        let state_shapes: Vec<Vec<i64>> = match sgd.cfg.learned_pull {
+            Some(_) => PullControls::state_shapes(),
+            None => (0..copies).flat_map(|_| shapes.iter().cloned()).collect(),
+        };
         if let Some(j) = jobs.iter().position(|j| j.state.as_ref().is_some_and(|s| s.shapes() != state_shapes)) {
             return Err(Error::component(
                 NAME,
@@ -423,6 +437,10 @@ impl SgdCohort {
                 stack_state(0, &Tensor::shallow_clone),
                 Tensor::from_slice(&has).to_device(device),
             )
+        });
+        let pull = sgd.cfg.learned_pull.clone().map(|cfg| {
+            let controls = order.iter().map(|&j| PullControls::from_state(jobs[j].state.as_ref(), &cfg)).collect();
+            (cfg, controls)
         });
         // Copies: the decay state moves in place.
         let decay = sgd.cfg.aso_beta.map(|beta| {
@@ -480,6 +498,7 @@ impl SgdCohort {
             dyn_state,
             contrast,
             decay,
+            pull,
             schedule,
             noise,
             step: 0,
@@ -579,6 +598,40 @@ impl SgdCohort {
         if let Some(stop) = &mut self.stopping {
             stop.after_step(t, k, &batch_loss);
         }
+    }
+
+    /// The loss gradient of every trainable tensor at the current parameters on step `t`'s
+    /// batch, in evaluation mode (no dropout draw, no buffer update): a probe that leaves the
+    /// job's streams and state as they are. Undefined tensors for buffers.
+    fn probe_gradient(&self, t: usize) -> Vec<Tensor> {
+        let (k, b) = self.schedule.shape(t);
+        let (indices, weights) = self.schedule.batch(t);
+        let flat = indices.reshape([-1]);
+        let mut x_shape = vec![k, b];
+        x_shape.extend(&self.data.x.size()[1..]);
+        let x = self.data.x.index_select(0, &flat).reshape(x_shape.as_slice());
+        let y = self.data.y.index_select(0, &flat);
+        let inputs: Vec<Tensor> = self
+            .params
+            .iter()
+            .zip(&self.trainable)
+            .map(
+                |(p, &t)| {
+                    if t { p.narrow(0, 0, k).detach().set_requires_grad(true) } else { p.narrow(0, 0, k).detach() }
+                },
+            )
+            .collect();
+        let logits = self.model.forward(&inputs, &x, &mut Mode::Eval);
+        let classes = *logits.size().last().expect("logits have a class dimension");
+        let per_sample =
+            logits.reshape([-1, classes]).cross_entropy_loss::<Tensor>(&y, None, Reduction::None, -100, 0.0);
+        let loss = (per_sample.reshape([k, b]) * &weights).sum(Kind::Float);
+        let leaves: Vec<&Tensor> = inputs.iter().zip(&self.trainable).filter(|(_, t)| **t).map(|(p, _)| p).collect();
+        let mut grads = Tensor::run_backward(&[loss], &leaves, false, false).into_iter();
+        self.trainable
+            .iter()
+            .map(|&t| if t { grads.next().expect("one gradient per leaf") } else { Tensor::new() })
+            .collect()
     }
 
     /// One update of the first `k` clients at step `t`. Each tensor is touched in as few
@@ -723,7 +776,7 @@ impl TrainSession for SgdCohort {
         Ok(())
     }
 
-    fn merge_pulled(&mut self, pulled: &ParamSet, _info: PullInfo) -> Result<()> {
+    fn merge_pulled(&mut self, pulled: &ParamSet, info: PullInfo) -> Result<()> {
         if self.clients() != 1 {
             return Err(TrainerError::PullIntoCohort { trainer: NAME, jobs: self.clients() }.into());
         }
@@ -731,13 +784,34 @@ impl TrainSession for SgdCohort {
         if pulled.shapes() != shapes {
             return Err(TrainerError::PulledShapes { trainer: NAME }.into());
         }
-        let beta = self.cfg.pull_weight;
+        let (g, o) = (info.pulled_version, info.base_version);
+        let beta = match &self.pull {
+            Some((cfg, controls)) => controls[0].weight(cfg, g, o).1,
+            None => self.cfg.pull_weight,
+        };
+        // w_g − w_pre, for the learned weight's step.
+        let moved: Vec<Tensor> = match &self.pull {
+            Some(_) => self.params.iter().zip(pulled.tensors()).map(|(p, q)| q.unsqueeze(0) - p).collect(),
+            None => Vec::new(),
+        };
         tch::no_grad(|| {
             for (p, q) in self.params.iter_mut().zip(pulled.tensors()) {
                 let merged = &*p * (1.0 - beta) + q.unsqueeze(0) * beta;
                 p.copy_(&merged);
             }
         });
+        if self.pull.is_some() && self.step < self.schedule.total_steps() {
+            let grads = self.probe_gradient(self.step);
+            let c: f64 = grads
+                .iter()
+                .zip(&moved)
+                .filter(|(g, _)| g.defined())
+                .map(|(g, m)| (g * m).sum(Kind::Double).double_value(&[]))
+                .sum();
+            if let Some((cfg, controls)) = &mut self.pull {
+                controls[0].learn(cfg, g, o, c);
+            }
+        }
         Ok(())
     }
 
@@ -771,6 +845,7 @@ impl TrainSession for SgdCohort {
                         .collect();
                     Some(ParamSet::new(self.names.clone(), next)?)
                 }
+                None if self.pull.is_some() => Some(self.pull.as_ref().expect("checked").1[slot].to_state()?),
                 None if self.decay.is_some() => {
                     Some(self.decay.as_ref().expect("checked").state_of(slot as i64, &self.names)?)
                 }
