@@ -5,11 +5,14 @@
 //! learns per device (`staleness-learned`, Eqs. 1–5 through the spec's Algorithm S); devices
 //! fetch the newest global model once mid-training and merge it with a weight they learn
 //! (the `sgd` trainer's `learned_pull`, Eqs. 9–11); a trigger every 𝒯 virtual
-//! seconds keeps m' devices training (`periodic-trigger`).
+//! seconds keeps m' devices training (`periodic-trigger`). FedSSMU runs synchronous rounds whose
+//! uploads merge one at a time as they arrive (`sequential-rounds`).
 
 mod aggregator;
 mod methods;
 mod periodic_trigger;
+mod sequential_rounds;
 
 pub use aggregator::{StalenessLearned, StalenessLearnedConfig};
 pub use periodic_trigger::{PeriodicTrigger, PeriodicTriggerConfig};
+pub use sequential_rounds::{SequentialRounds, SequentialRoundsConfig};

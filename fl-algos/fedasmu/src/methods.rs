@@ -44,3 +44,13 @@ inventory::submit! {
         origin: module_path!(),
     }
 }
+
+inventory::submit! {
+    Method {
+        name: "fedssmu",
+        summary: "FedSSMU: synchronous rounds of m' devices merged one at a time on arrival with FedASMU's learned weight, pulls of the round's newest model (slot fixed at 40% of the work until RL lands)",
+        paper: PAPER,
+        preset: include_str!("../presets/fedssmu.toml"),
+        origin: module_path!(),
+    }
+}
