@@ -20,6 +20,10 @@ fn mnist() -> DataSpec {
     DataSpec { input_shape: vec![1, 28, 28], classes: 10, vocab_size: None }
 }
 
+fn defaults_of(registry: &Registry, name: &str) -> toml::Table {
+    (registry.component(ComponentKind::Model, name, "", "").unwrap().defaults)()
+}
+
 #[test]
 fn every_model_is_registered_with_defaults() {
     let registry = Registry::get().unwrap();
@@ -32,8 +36,10 @@ fn every_model_is_registered_with_defaults() {
     assert_eq!(defaults["hidden"], toml::Value::Array(vec![toml::Value::Integer(200)]));
     assert_eq!(defaults["dropout"], toml::Value::Float(0.0));
     assert_eq!(defaults["dropout_position"], toml::Value::String("before-relu".into()));
+    // LeNet-5 has no keys of its own: only the projection head's, which every model has.
     let lenet = registry.component(ComponentKind::Model, "lenet5", "", "").unwrap();
-    assert!((lenet.defaults)().is_empty());
+    assert_eq!((lenet.defaults)(), toml::from_str::<toml::Table>("projection_dim = 0").unwrap());
+    assert_eq!(defaults_of(&registry, "mlp")["projection_dim"].as_integer(), Some(0));
     let fasttext = registry.component(ComponentKind::Model, "fasttext", "", "").unwrap();
     let defaults = (fasttext.defaults)();
     assert_eq!((defaults["dim"].as_integer(), defaults["hidden"].as_integer()), (Some(128), Some(128)));
