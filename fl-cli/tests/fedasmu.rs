@@ -4,8 +4,9 @@
 //! is a question for the reproduction: on a federation this small the two trade places from
 //! one evaluation to the next.)
 
-use fl_core::tch::Device;
-use fl_core::{EvalRecord, Experiment, Observer, RunOptions};
+use fl_core::{EvalRecord, Observer};
+
+mod common;
 
 use fl_algos as _;
 use fl_data as _;
@@ -22,39 +23,15 @@ impl Observer for Last {
     }
 }
 
-/// Best accuracy, bytes down and bytes up of a run of `method`.
+/// Best accuracy, bytes down and bytes up of a run of `method` with the `[scheduler]` keys
+/// `scheduler`, 2 local epochs, devices of 20–100 MFLOP/s.
 fn run(method: &str, scheduler: &str) -> (f64, f64, f64) {
-    let text = format!(
-        r#"
-        seed = 2
-        clients = 20
-        method = "{method}"
-        [dataset]
-        name = "mnist"
-        train_samples = 6000
-        test_samples = 2000
-        [partition]
-        name = "dirichlet"
-        alpha = 0.5
-        min_samples = 20
-        [model]
-        name = "mlp"
-        hidden = [64]
-        [trainer]
-        lr = 0.05
-        epochs = 2
-        [scheduler]
-        {scheduler}
-        [devices]
-        flops_per_s = {{ dist = "uniform", low = 2e7, high = 1e8 }}
-        [eval]
-        every_aggregations = 25
-        "#
+    let rest = format!(
+        "epochs = 2\n[scheduler]\n{scheduler}\n[devices]\nflops_per_s = {{ dist = \"uniform\", low = 2e7, high = 1e8 }}\n[eval]\nevery_aggregations = 25"
     );
-    let e = Experiment::parse(&text, method).unwrap();
-    let opts = RunOptions { device: Device::Cpu, workers: 2, data_dir: fl_build::data_dir() };
+    let e = common::mnist_experiment(method, 20, &rest);
     let mut last = Last::default();
-    let summary = e.build(&opts).unwrap().run(&mut last).unwrap();
+    let summary = e.build(&common::options()).unwrap().run(&mut last).unwrap();
     let record = last.0.expect("evaluations");
     (summary.best_accuracy, record.bytes_down, record.bytes_up)
 }

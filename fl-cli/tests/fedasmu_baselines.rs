@@ -2,39 +2,15 @@
 //! FedAvg on the same non-IID federation (10 clients, Dirichlet α = 0.5, an MLP, 20 rounds or
 //! 20 aggregations of 10 updates, or 200 of one).
 
-use fl_core::tch::Device;
-use fl_core::{Experiment, RunOptions};
+mod common;
 
 use fl_algos as _;
 use fl_data as _;
 use fl_models as _;
 
 fn best_accuracy(method: &str, extra: &str) -> f64 {
-    let text = format!(
-        r#"
-        seed = 2
-        clients = 10
-        method = "{method}"
-        [dataset]
-        name = "mnist"
-        train_samples = 6000
-        test_samples = 2000
-        [partition]
-        name = "dirichlet"
-        alpha = 0.5
-        min_samples = 20
-        [model]
-        name = "mlp"
-        hidden = [64]
-        [trainer]
-        lr = 0.05
-        batch_size = 32
-        {extra}
-        "#
-    );
-    let e = Experiment::parse(&text, method).unwrap();
-    let opts = RunOptions { device: Device::Cpu, workers: 2, data_dir: fl_build::data_dir() };
-    e.build(&opts).unwrap().run(&mut ()).unwrap().best_accuracy
+    let e = common::mnist_experiment(method, 10, extra);
+    e.build(&common::options()).unwrap().run(&mut ()).unwrap().best_accuracy
 }
 
 /// 20 synchronous rounds, or as many aggregations of 10 buffered updates.

@@ -39,7 +39,7 @@ fn every_model_is_registered_with_defaults() {
     // LeNet-5 has no keys of its own: only the projection head's, which every model has.
     let lenet = registry.component(ComponentKind::Model, "lenet5", "", "").unwrap();
     assert_eq!((lenet.defaults)(), toml::from_str::<toml::Table>("projection_dim = 0").unwrap());
-    assert_eq!(defaults_of(&registry, "mlp")["projection_dim"].as_integer(), Some(0));
+    assert_eq!(defaults_of(registry, "mlp")["projection_dim"].as_integer(), Some(0));
     let fasttext = registry.component(ComponentKind::Model, "fasttext", "", "").unwrap();
     let defaults = (fasttext.defaults)();
     assert_eq!((defaults["dim"].as_integer(), defaults["hidden"].as_integer()), (Some(128), Some(128)));

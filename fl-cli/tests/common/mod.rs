@@ -1,10 +1,14 @@
 //! Small dataset files in the official formats, for end-to-end runs of the base experiments
-//! (the real CIFAR and AG News are in no package registry).
+//! (the real CIFAR and AG News are in no package registry), and the small non-IID MNIST
+//! federation that the FedASMU tests share.
 
 #![allow(dead_code)] // Each test crate uses some of the writers.
 
 use std::path::Path;
 use std::process::Command;
+
+use fl_core::tch::Device;
+use fl_core::{Experiment, RunOptions};
 
 /// Runs the experiment `text` as `<out>/<name>.toml` on CPU with the data in `data_dir`, into
 /// `<out>/<name>`, and returns its summary.
@@ -73,4 +77,38 @@ pub fn write_cifar100(dir: &Path, n: usize) {
     };
     std::fs::write(dir.join("train.bin"), (0..n).flat_map(record).collect::<Vec<u8>>()).unwrap();
     std::fs::write(dir.join("test.bin"), (0..n / 5).flat_map(record).collect::<Vec<u8>>()).unwrap();
+}
+
+/// `method` on 6,000 MNIST samples split among `clients` clients (Dirichlet α = 0.5, at least
+/// 20 samples each), an MLP 784-64-10, SGD at lr 0.05 in batches of 32, seed 2; `rest` goes on
+/// inside `[trainer]` and may open later sections.
+pub fn mnist_experiment(method: &str, clients: usize, rest: &str) -> Experiment {
+    let text = format!(
+        r#"
+        seed = 2
+        clients = {clients}
+        method = "{method}"
+        [dataset]
+        name = "mnist"
+        train_samples = 6000
+        test_samples = 2000
+        [partition]
+        name = "dirichlet"
+        alpha = 0.5
+        min_samples = 20
+        [model]
+        name = "mlp"
+        hidden = [64]
+        [trainer]
+        lr = 0.05
+        batch_size = 32
+        {rest}
+        "#
+    );
+    Experiment::parse(&text, method).unwrap()
+}
+
+/// CPU, two workers, the data cache.
+pub fn options() -> RunOptions {
+    RunOptions { device: Device::Cpu, workers: 2, data_dir: fl_build::data_dir() }
 }

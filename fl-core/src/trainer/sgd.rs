@@ -509,8 +509,9 @@ impl SgdCohort {
         self.order.len()
     }
 
-    /// One lockstep step `t` of the clients still training.
-    fn sgd_step(&mut self, t: usize) {
+    /// Step `t`'s batch: the clients still training `k`, the batch length `b`, the inputs
+    /// `[k, b, ...]`, the labels `[k·b]` and the loss weights `[k, b]`.
+    fn batch(&self, t: usize) -> (i64, i64, Tensor, Tensor, Tensor) {
         let (k, b) = self.schedule.shape(t);
         let (indices, weights) = self.schedule.batch(t);
         let flat = indices.reshape([-1]);
@@ -518,6 +519,12 @@ impl SgdCohort {
         x_shape.extend(&self.data.x.size()[1..]);
         let x = self.data.x.index_select(0, &flat).reshape(x_shape.as_slice());
         let y = self.data.y.index_select(0, &flat);
+        (k, b, x, y, weights)
+    }
+
+    /// One lockstep step `t` of the clients still training.
+    fn sgd_step(&mut self, t: usize) {
+        let (k, b, x, y, weights) = self.batch(t);
         // Buffers (BatchNorm statistics) go in as views the forward pass updates in place.
         let mut inputs: Vec<Tensor> = self
             .params
@@ -604,13 +611,7 @@ impl SgdCohort {
     /// batch, in evaluation mode (no dropout draw, no buffer update): a probe that leaves the
     /// job's streams and state as they are. Undefined tensors for buffers.
     fn probe_gradient(&self, t: usize) -> Vec<Tensor> {
-        let (k, b) = self.schedule.shape(t);
-        let (indices, weights) = self.schedule.batch(t);
-        let flat = indices.reshape([-1]);
-        let mut x_shape = vec![k, b];
-        x_shape.extend(&self.data.x.size()[1..]);
-        let x = self.data.x.index_select(0, &flat).reshape(x_shape.as_slice());
-        let y = self.data.y.index_select(0, &flat);
+        let (k, b, x, y, weights) = self.batch(t);
         let inputs: Vec<Tensor> = self
             .params
             .iter()
