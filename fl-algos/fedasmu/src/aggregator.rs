@@ -205,6 +205,21 @@ impl Aggregator for StalenessLearned {
         Ok(w)
     }
 
+    /// α of the latest merge, and the devices' mean λ, σ and ι (over the devices that have
+    /// uploaded; the initial values before any): the learned controls' trace, per evaluation.
+    fn diagnostics(&self) -> Vec<(String, f64)> {
+        let n = self.controls.len().max(1) as f64;
+        let mean = |f: fn(&Controls) -> f64, initial: f64| {
+            if self.controls.is_empty() { initial } else { self.controls.values().map(f).sum::<f64>() / n }
+        };
+        vec![
+            ("alpha_last".into(), self.alphas.last().copied().unwrap_or(0.0)),
+            ("lambda_mean".into(), mean(|c| c.lambda, self.cfg.lambda0)),
+            ("sigma_mean".into(), mean(|c| c.sigma, self.cfg.sigma0)),
+            ("iota_mean".into(), mean(|c| c.iota, self.cfg.iota0)),
+        ]
+    }
+
     fn save_state(&self, out: &mut StateOut) -> Result<()> {
         out.put("controls", &self.controls)?;
         out.put("alphas", &self.alphas)?;

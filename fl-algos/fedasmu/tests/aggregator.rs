@@ -114,6 +114,12 @@ fn merges_weigh_by_learned_controls_and_the_controls_follow_algorithm_s() {
     close(i, iota_a, "ι_A");
     close(got[0], w3[0] + a4 * step_a[0], "w₄[0]");
     close(got[1], w3[1] + a4 * step_a[1], "w₄[1]");
+    // The trace the metrics log gets: the last α and the two devices' mean controls.
+    let d: std::collections::BTreeMap<String, f64> = agg.diagnostics().into_iter().collect();
+    close(d["alpha_last"], a4, "alpha_last");
+    close(d["lambda_mean"], (lambda + lambda_a) / 2.0, "lambda_mean");
+    close(d["sigma_mean"], (sigma + 0.5) / 2.0, "sigma_mean");
+    close(d["iota_mean"], (iota + iota_a) / 2.0, "iota_mean");
 }
 
 #[test]
