@@ -12,6 +12,7 @@ mod aggregator;
 mod methods;
 mod periodic_trigger;
 mod sequential_rounds;
+mod start_devices;
 
 pub use aggregator::{StalenessLearned, StalenessLearnedConfig};
 pub use periodic_trigger::{PeriodicTrigger, PeriodicTriggerConfig};

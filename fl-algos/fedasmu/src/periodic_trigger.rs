@@ -11,9 +11,10 @@
 
 use fl_core::clock::{Tick, ticks};
 use fl_core::{InvalidKey, Result, SchedCtx, Scheduler, Validate};
-use rand::seq::IndexedRandom;
 use serde::{Deserialize, Serialize};
 use smart_default::SmartDefault;
+
+use crate::start_devices::{start_random_idle, validate_pull_at};
 
 #[derive(Debug, Clone, PartialEq, SmartDefault, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -52,13 +53,7 @@ impl Validate for PeriodicTriggerConfig {
         if self.aggregations == 0 {
             return Err(InvalidKey::new("aggregations", "expected at least 1"));
         }
-        if let Some(share) = self.pull_at.filter(|s| !(*s > 0.0 && *s < 1.0)) {
-            return Err(InvalidKey::new(
-                "pull_at",
-                format!("expected a share of the local work in (0, 1), got {share}"),
-            ));
-        }
-        Ok(())
+        validate_pull_at(self.pull_at)
     }
 }
 
@@ -78,14 +73,7 @@ impl PeriodicTrigger {
     /// Triggers m' idle devices if fewer than `max_active` train, then checks again in 𝒯.
     fn check(&mut self, ctx: &mut SchedCtx) -> Result<()> {
         if ctx.in_flight() < self.max_active() {
-            let idle = ctx.idle_clients();
-            let chosen: Vec<usize> = idle.choose_multiple(ctx.rng(), self.cfg.devices_per_trigger).copied().collect();
-            for c in chosen {
-                match self.cfg.pull_at {
-                    Some(share) => ctx.dispatch_with_pull(c, share)?,
-                    None => ctx.dispatch(c)?,
-                }
-            }
+            start_random_idle(ctx, self.cfg.devices_per_trigger, self.cfg.pull_at)?;
         }
         let next: Tick = ctx.now() + ticks(self.cfg.period_s);
         ctx.set_timer(next, 0);

@@ -7,9 +7,10 @@
 //! of the round has been merged (k > 0), as the engine answers any pull with a newer version.
 
 use fl_core::{InvalidKey, Result, SchedCtx, Scheduler, StateIn, StateOut, Validate};
-use rand::seq::IndexedRandom;
 use serde::{Deserialize, Serialize};
 use smart_default::SmartDefault;
+
+use crate::start_devices::{start_random_idle, validate_pull_at};
 
 #[derive(Debug, Clone, PartialEq, SmartDefault, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -33,13 +34,7 @@ impl Validate for SequentialRoundsConfig {
         if self.rounds == 0 {
             return Err(InvalidKey::new("rounds", "expected at least 1"));
         }
-        if let Some(share) = self.pull_at.filter(|s| !(*s > 0.0 && *s < 1.0)) {
-            return Err(InvalidKey::new(
-                "pull_at",
-                format!("expected a share of the local work in (0, 1), got {share}"),
-            ));
-        }
-        Ok(())
+        validate_pull_at(self.pull_at)
     }
 }
 
@@ -56,15 +51,7 @@ impl SequentialRounds {
 
     fn start_round(&mut self, ctx: &mut SchedCtx) -> Result<()> {
         self.round += 1;
-        let idle = ctx.idle_clients();
-        let chosen: Vec<usize> = idle.choose_multiple(ctx.rng(), self.cfg.devices_per_round).copied().collect();
-        for c in chosen {
-            match self.cfg.pull_at {
-                Some(share) => ctx.dispatch_with_pull(c, share)?,
-                None => ctx.dispatch(c)?,
-            }
-        }
-        Ok(())
+        start_random_idle(ctx, self.cfg.devices_per_round, self.cfg.pull_at)
     }
 }
 

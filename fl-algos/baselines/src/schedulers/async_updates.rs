@@ -92,9 +92,8 @@ impl AsyncUpdates {
         let lags = self.lags[c];
         let delay = match self.cfg.trainer_delay {
             TrainerDelay::None => 0.0,
-            TrainerDelay::MeanLag if lags.count > 0 => lags.sum / lags.count as f64,
+            TrainerDelay::MeanLag => lags.sum / lags.count.max(1) as f64,
             TrainerDelay::LastLag => lags.last,
-            TrainerDelay::MeanLag => 0.0,
         };
         self.started[c] = ctx.version();
         if self.cfg.trainer_delay == TrainerDelay::None {
