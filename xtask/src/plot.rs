@@ -308,7 +308,7 @@ fn draw_bars(area: &DrawingArea<BitMapBackend<'_>, Shift>, panel: &Panel, bars: 
     chart.draw_series(drawn().map(|(x, v)| {
         // Above a bar that rises, below one that falls.
         let anchor = Pos::new(HPos::Center, if v < 0.0 { VPos::Top } else { VPos::Bottom });
-        Text::new(tick_label(&v), (x + 1, v), (FONT, 14).into_font().color(&BLACK).pos(anchor))
+        Text::new(bar_label(v), (x + 1, v), (FONT, 14).into_font().color(&BLACK).pos(anchor))
     }))?;
     Ok(())
 }
@@ -318,6 +318,21 @@ fn draw_bars(area: &DrawingArea<BitMapBackend<'_>, Shift>, panel: &Panel, bars: 
 fn tick_label(x: &f64) -> String {
     let label = plotters::data::float::pretty_print_float(*x, false);
     if label == "-0" { "0".to_string() } else { label }
+}
+
+/// A bar's value as a reader wants it: one decimal from 100 up, two from 1, three below
+/// (means over seeds are not printed as 373.3333333333), without trailing zeros.
+fn bar_label(v: f64) -> String {
+    let decimals = if v.abs() >= 100.0 {
+        1
+    } else if v.abs() >= 1.0 {
+        2
+    } else {
+        3
+    };
+    let text = format!("{v:.decimals$}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    if text == "-0" { "0".to_string() } else { text.to_string() }
 }
 
 /// A line through the points; a lone point would draw nothing as a line, so it gets a dot instead.
@@ -688,5 +703,15 @@ mod tests {
             std::fs::read(&path).unwrap()
         };
         assert_ne!(drawn(SeriesStyle::Line), drawn(SeriesStyle::LineMarkers), "the circles are drawn");
+    }
+
+    #[test]
+    fn bar_labels_round_means_and_drop_trailing_zeros() {
+        assert_eq!(bar_label(373.333_333_333_3), "373.3");
+        assert_eq!(bar_label(270.0), "270");
+        assert_eq!(bar_label(2.189_4), "2.19");
+        assert_eq!(bar_label(0.123_45), "0.123");
+        assert_eq!(bar_label(-0.000_1), "0");
+        assert_eq!(bar_label(12.0), "12");
     }
 }
