@@ -232,6 +232,11 @@ pub struct DevicesConfig {
     pub jitter: f64,
     /// How a job's training is priced (`compute` or `mask-share`).
     pub pricing: Pricing,
+    /// Seconds of compute a device's full job (the whole model, all its samples) takes, drawn
+    /// once per device: its throughput is set from it, whatever the model or its data size
+    /// (FedASMU's device model: "each device's training time randomly sampled" in a 1:5
+    /// range). Excludes `flops_per_s`.
+    pub session_s: Option<Quantity>,
 }
 
 impl Default for DevicesConfig {
@@ -242,6 +247,7 @@ impl Default for DevicesConfig {
             down_bytes_per_s: Quantity::Constant { value: 5e6 },
             jitter: 0.0,
             pricing: Pricing::Compute,
+            session_s: None,
         }
     }
 }
@@ -252,6 +258,25 @@ impl DevicesConfig {
         self.flops_per_s.validate().map_err(|e| InvalidKey::new("flops_per_s", e))?;
         self.up_bytes_per_s.validate().map_err(|e| InvalidKey::new("up_bytes_per_s", e))?;
         self.down_bytes_per_s.validate().map_err(|e| InvalidKey::new("down_bytes_per_s", e))?;
+        if let Some(session) = &self.session_s {
+            session.validate().map_err(|e| InvalidKey::new("session_s", e))?;
+            let infinite = match session {
+                Quantity::Constant { value } => value.is_infinite(),
+                Quantity::Classes { values, .. } | Quantity::Quota { values, .. } => {
+                    values.iter().any(|v| v.is_infinite())
+                }
+                Quantity::Uniform { .. } | Quantity::LogNormal { .. } => false,
+            };
+            if infinite {
+                return Err(InvalidKey::new("session_s", "expected finite seconds"));
+            }
+            if self.flops_per_s != DevicesConfig::default().flops_per_s {
+                return Err(InvalidKey::new(
+                    "session_s",
+                    "a device's session time sets its throughput: give session_s or flops_per_s, not both",
+                ));
+            }
+        }
         if !(0.0..=MAX_JITTER).contains(&self.jitter) {
             return Err(InvalidKey::new(
                 "jitter",
@@ -281,6 +306,14 @@ impl DevicesConfig {
                 down_bytes_per_s: pick(&down, &self.down_bytes_per_s, c, rng),
             })
             .collect())
+    }
+
+    /// Each client's full-job seconds of `session_s`, drawn after [`DevicesConfig::draw`] from
+    /// the same stream (so the other draws are those of a run without it); none without it.
+    pub fn draw_sessions(&self, clients: usize, rng: &mut Rng) -> Option<Vec<f64>> {
+        let session = self.session_s.as_ref()?;
+        let quota = session.draw_quota(clients, rng);
+        Some((0..clients).map(|c| quota.as_ref().map_or_else(|| session.sample(rng), |q| q[c])).collect())
     }
 
     /// The multiplicative jitter of one job (1 when `jitter` is 0).

@@ -72,6 +72,8 @@ pub struct TrainOutcome {
     /// The sum of the learning rates of those steps (η·steps for a constant SGD rate): the
     /// model's displacement divided by it is the job's mean gradient (FedASMU's server reads it).
     pub lr_sum: f64,
+    /// How a model pulled mid-training was merged, where the trainer measures it.
+    pub pull_merge: Option<PullMerge>,
     /// State to hand the client's next job ([`TrainJob::state`]); the engine keeps it per
     /// client, in host memory, and in checkpoints. None: keep nothing.
     pub state: Option<ParamSet>,
@@ -84,6 +86,17 @@ pub struct PullInfo {
     pub base_version: u64,
     /// Version received (newer than `base_version`).
     pub pulled_version: u64,
+}
+
+/// How a session merged a model pulled mid-training: the weight it gave the pulled model and
+/// the merge's reward, the loss on one batch before the merge minus the loss after it
+/// (FedASMU's request-slot policy learns from it; its traces show the weights).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PullMerge {
+    /// β: the pulled model's share of the merged one.
+    pub weight: f64,
+    /// Loss before the merge minus loss after it, on the batch the job trains on next.
+    pub reward: f64,
 }
 
 /// A cohort in progress, movable between worker threads.
@@ -131,7 +144,7 @@ pub trait TrainSession: Send {
 ///     fn run_until(&mut self, _share: f64) -> Result<()> { Ok(()) }
 ///     fn merge_pulled(&mut self, _: &ParamSet, _: PullInfo) -> Result<()> { Ok(()) }
 ///     fn finish(self: Box<Self>) -> Result<Vec<TrainOutcome>> {
-///         Ok(self.0.into_iter().map(|j| TrainOutcome { params: j.params, mean_loss: 0.0, steps: 0, lr_sum: 0.0, state: j.state }).collect())
+///         Ok(self.0.into_iter().map(|j| TrainOutcome { params: j.params, mean_loss: 0.0, steps: 0, lr_sum: 0.0, pull_merge: None, state: j.state }).collect())
 ///     }
 /// }
 ///

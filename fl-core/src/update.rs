@@ -33,6 +33,8 @@ pub struct ClientUpdate {
     pub train_loss: f64,
     /// The sum of the learning rates of the job's steps ([`crate::TrainOutcome::lr_sum`]).
     pub lr_sum: f64,
+    /// How the model pulled mid-training was merged ([`crate::TrainOutcome::pull_merge`]).
+    pub pull_merge: Option<crate::trainer::PullMerge>,
     /// Virtual time of the dispatch, in ticks (before any wait the scheduler asked for).
     pub dispatched_at: Tick,
     /// Virtual time of the arrival at the server, in ticks.

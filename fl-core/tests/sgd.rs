@@ -420,4 +420,10 @@ fn fedasmu_learned_pull_weight_merges_and_steps_its_controls_as_worked_by_hand()
     assert_eq!(state.names(), ["pull.gamma", "pull.upsilon"]);
     close(flat(&state), &[gamma, upsilon]);
     assert!((out.lr_sum - 2.0).abs() < 1e-9, "two steps at lr 1: {}", out.lr_sum);
+    // The request slot's reward: the loss on that batch before the merge, at logits (1.5, −0.5),
+    // minus the loss after it, at (1 − β)(1.5, −0.5).
+    let reward = (1.0 + (-2.0f64).exp()).ln() - (1.0 + (-2.0 * keep).exp()).ln();
+    let merge = out.pull_merge.expect("a learned merge reports its weight and reward");
+    assert!((merge.weight - beta).abs() < 1e-12, "weight {}, want {beta}", merge.weight);
+    assert!((merge.reward - reward).abs() < 1e-6, "reward {}, want {reward}", merge.reward);
 }

@@ -22,6 +22,7 @@ fn update(delta: &[f32], samples: usize) -> ClientUpdate {
         multiplicity: 1,
         train_loss: 0.0,
         lr_sum: 0.0,
+        pull_merge: None,
         dispatched_at: 0,
         arrived_at: 0,
     }

@@ -26,6 +26,7 @@ fn update(base: [f32; 2], delta: [f32; 2], samples: usize, multiplicity: u32) ->
         multiplicity,
         train_loss: 0.0,
         lr_sum: 0.0,
+        pull_merge: None,
         dispatched_at: 0,
         arrived_at: 0,
     }

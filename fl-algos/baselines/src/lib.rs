@@ -29,5 +29,6 @@ pub use aggregators::mixing::{AsyncMix, AsyncMixConfig, Combine, MixTarget};
 pub use aggregators::port::{Port, PortConfig};
 pub use aggregators::weighted_mean::{WeightedMean, WeightedMeanConfig, Weighting};
 pub use schedulers::async_updates::{AsyncConfig, AsyncUpdates};
+pub use schedulers::lags::{LagTracker, TrainerDelay};
 pub use schedulers::sync_rounds::{SyncRounds, SyncRoundsConfig};
 pub use staleness::{Exponential, Hinge, InverseLinear, InverseSqrt, InverseTime, Polynomial};

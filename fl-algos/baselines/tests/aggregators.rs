@@ -35,6 +35,7 @@ fn update(base: &ParamSet, delta: ParamSet, mask: Mask, samples: usize, base_ver
         multiplicity: 1,
         train_loss: 0.0,
         lr_sum: 0.0,
+        pull_merge: None,
         dispatched_at: 0,
         arrived_at: 0,
     }

@@ -32,6 +32,7 @@ fn weights(f: &mut dyn StalenessFn, versions: &[u64]) -> Vec<f64> {
         multiplicity: 1,
         train_loss: 0.0,
         lr_sum: 0.0,
+        pull_merge: None,
         dispatched_at: 0,
         arrived_at: 0,
     };

@@ -205,8 +205,9 @@ impl Aggregator for StalenessLearned {
         Ok(w)
     }
 
-    /// α of the latest merge, and the devices' mean λ, σ and ι (over the devices that have
-    /// uploaded; the initial values before any): the learned controls' trace, per evaluation.
+    /// α of the latest merge, the devices' mean λ, σ and ι (over the devices that have
+    /// uploaded; the initial values before any), and each device's α at its last merge
+    /// (`alpha.<device>`): the learned controls' traces, per evaluation.
     fn diagnostics(&self) -> Vec<(String, f64)> {
         let n = self.controls.len().max(1) as f64;
         let mean = |f: fn(&Controls) -> f64, initial: f64| {
@@ -218,6 +219,12 @@ impl Aggregator for StalenessLearned {
             ("sigma_mean".into(), mean(|c| c.sigma, self.cfg.sigma0)),
             ("iota_mean".into(), mean(|c| c.iota, self.cfg.iota0)),
         ]
+        .into_iter()
+        .chain(self.last.iter().map(|(client, (m, _))| {
+            let mu_xi = self.cfg.mu_alpha * m.xi;
+            (format!("alpha.{client}"), mu_xi / (1.0 + mu_xi))
+        }))
+        .collect()
     }
 
     fn save_state(&self, out: &mut StateOut) -> Result<()> {

@@ -1,4 +1,5 @@
-//! The FedASMU method presets: the paper's method and its ablations FedASMU-DA, -FA and -0.
+//! The FedASMU method presets: the paper's method, its ablations FedASMU-DA, -FA and -0, the
+//! fixed request slots H1, H2 and H3 of its RL ablation, and FedSSMU.
 
 use fl_core::registry::Method;
 
@@ -8,7 +9,7 @@ const PAPER: &str =
 inventory::submit! {
     Method {
         name: "fedasmu",
-        summary: "FedASMU: periodic triggers of m' devices, learned staleness-aware merge per arrival, one mid-training pull merged with a learned weight (slot fixed at 40% of the work until RL lands)",
+        summary: "FedASMU: periodic triggers of m' devices, learned staleness-aware merge per arrival, one mid-training pull at an RL-chosen epoch, merged with a learned weight",
         paper: PAPER,
         preset: include_str!("../presets/fedasmu.toml"),
         origin: module_path!(),
@@ -48,9 +49,39 @@ inventory::submit! {
 inventory::submit! {
     Method {
         name: "fedssmu",
-        summary: "FedSSMU: synchronous rounds of m' devices merged one at a time on arrival with FedASMU's learned weight, pulls of the round's newest model (slot fixed at 40% of the work until RL lands)",
+        summary: "FedSSMU: synchronous rounds of m' devices merged one at a time on arrival with FedASMU's learned weight, pulls of the round's newest model at an RL-chosen epoch",
         paper: PAPER,
         preset: include_str!("../presets/fedssmu.toml"),
+        origin: module_path!(),
+    }
+}
+
+inventory::submit! {
+    Method {
+        name: "fedasmu-h1",
+        summary: "FedASMU-H1: FedASMU with the request slot fixed right after the first local epoch instead of learned by RL",
+        paper: PAPER,
+        preset: include_str!("../presets/fedasmu-h1.toml"),
+        origin: module_path!(),
+    }
+}
+
+inventory::submit! {
+    Method {
+        name: "fedasmu-h2",
+        summary: "FedASMU-H2: FedASMU with the request slot fixed midway (after 2 of 5 epochs) instead of learned by RL",
+        paper: PAPER,
+        preset: include_str!("../presets/fedasmu-h2.toml"),
+        origin: module_path!(),
+    }
+}
+
+inventory::submit! {
+    Method {
+        name: "fedasmu-h3",
+        summary: "FedASMU-H3: FedASMU with the request slot fixed in the penultimate epoch (after 4 of 5) instead of learned by RL",
+        paper: PAPER,
+        preset: include_str!("../presets/fedasmu-h3.toml"),
         origin: module_path!(),
     }
 }

@@ -2,15 +2,18 @@
 //! start from the current model; each upload is merged as it arrives, in virtual-time order
 //! (the aggregator decides how: FedASMU's learned weight), so the round's k-th arrival has
 //! staleness k + 1 on the cumulative version counter (the spec's [rec] A15); the next round
-//! starts when the last of them has arrived. With `pull_at`, a device asks for the newest model
-//! after that share of its work and receives the round's merged model if at least one upload
+//! starts when the last of them has arrived. With `pull_at` (or `rl_slot`: an epoch its RL
+//! policy chooses, [`crate::request_slot`]), a device asks for the newest model after that
+//! share of its work and receives the round's merged model if at least one upload
 //! of the round has been merged (k > 0), as the engine answers any pull with a newer version.
 
+use fl_algo_baselines::{LagTracker, TrainerDelay};
 use fl_core::{InvalidKey, Result, SchedCtx, Scheduler, StateIn, StateOut, Validate};
 use serde::{Deserialize, Serialize};
 use smart_default::SmartDefault;
 
-use crate::start_devices::{start_random_idle, validate_pull_at};
+use crate::request_slot::{RequestSlot, RlSlotConfig, validate_request};
+use crate::start_devices::start_random_idle;
 
 #[derive(Debug, Clone, PartialEq, SmartDefault, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -24,6 +27,9 @@ pub struct SequentialRoundsConfig {
     /// Share of its local work after which a device asks for the newest model (absent: never).
     #[default(None)]
     pub pull_at: Option<f64>,
+    /// Ask at a slot learned by RL instead (the paper's FedASMU; excludes `pull_at`).
+    #[default(None)]
+    pub rl_slot: Option<RlSlotConfig>,
 }
 
 impl Validate for SequentialRoundsConfig {
@@ -34,7 +40,7 @@ impl Validate for SequentialRoundsConfig {
         if self.rounds == 0 {
             return Err(InvalidKey::new("rounds", "expected at least 1"));
         }
-        validate_pull_at(self.pull_at)
+        validate_request(self.pull_at, self.rl_slot.as_ref())
     }
 }
 
@@ -42,16 +48,20 @@ pub struct SequentialRounds {
     cfg: SequentialRoundsConfig,
     /// Rounds started so far.
     round: u64,
+    request: RequestSlot,
+    /// Starts plain jobs (FedSSMU's rounds report no delay).
+    lags: LagTracker,
 }
 
 impl SequentialRounds {
     pub fn new(cfg: SequentialRoundsConfig) -> Self {
-        SequentialRounds { cfg, round: 0 }
+        let request = RequestSlot::new(cfg.pull_at, cfg.rl_slot.clone());
+        SequentialRounds { cfg, round: 0, request, lags: LagTracker::new(TrainerDelay::None) }
     }
 
     fn start_round(&mut self, ctx: &mut SchedCtx) -> Result<()> {
         self.round += 1;
-        start_random_idle(ctx, self.cfg.devices_per_round, self.cfg.pull_at)
+        start_random_idle(ctx, self.cfg.devices_per_round, &mut self.request, &mut self.lags)
     }
 }
 
@@ -60,7 +70,8 @@ impl Scheduler for SequentialRounds {
         self.start_round(ctx)
     }
 
-    fn on_arrival(&mut self, ctx: &mut SchedCtx, _client: usize) -> Result<()> {
+    fn on_arrival(&mut self, ctx: &mut SchedCtx, client: usize) -> Result<()> {
+        self.request.on_arrival(ctx, client);
         ctx.aggregate()?;
         if ctx.in_flight() > 0 {
             return Ok(());
@@ -82,17 +93,18 @@ impl Scheduler for SequentialRounds {
     }
 
     fn save_state(&self, out: &mut StateOut) -> Result<()> {
-        out.put("round", &self.round)
+        out.put("round", &self.round)?;
+        self.request.save(out)
     }
 
     fn load_state(&mut self, saved: &StateIn) -> Result<()> {
         self.round = saved.get("round")?;
-        Ok(())
+        self.request.load(saved)
     }
 }
 
 fl_core::register!(Scheduler "sequential-rounds" => SequentialRounds::new(SequentialRoundsConfig),
-    summary: "synchronous rounds of m' devices whose uploads merge one at a time as they arrive (FedSSMU), optionally pulling the round's newest model after pull_at of their work",
+    summary: "synchronous rounds of m' devices whose uploads merge one at a time as they arrive (FedSSMU), optionally pulling the round's newest model after pull_at of their work or at an RL-chosen epoch",
     paper: "Jia, Liu et al., FedASMU, arXiv:2507.06031, Alg. 3");
 
 #[cfg(test)]
@@ -103,7 +115,7 @@ mod tests {
 
     #[test]
     fn every_upload_merges_on_arrival_and_a_round_starts_when_the_last_arrived() {
-        let cfg = SequentialRoundsConfig { devices_per_round: 3, rounds: 2, pull_at: Some(0.4) };
+        let cfg = SequentialRoundsConfig { devices_per_round: 3, rounds: 2, pull_at: Some(0.4), rl_slot: None };
         let mut s = SequentialRounds::new(cfg);
         let mut ctx = RecordingContext::new(5, 1);
         s.on_start(&mut ctx).unwrap();

@@ -1,29 +1,29 @@
 //! What FedASMU's two schedulers share: starting devices drawn uniformly at random from the
-//! idle ones, each optionally asking for the newest model after a share of its work.
+//! idle ones, each asking for the newest model when its request slot says.
 
-use fl_core::{InvalidKey, Result, SchedCtx};
+use fl_core::{Result, SchedCtx};
 use rand::seq::IndexedRandom;
 
-/// Starts `count` idle devices drawn uniformly at random (fewer if fewer are idle); with
-/// `pull_at`, each asks for the newest global model after that share of its local work.
-pub(crate) fn start_random_idle(ctx: &mut SchedCtx, count: usize, pull_at: Option<f64>) -> Result<()> {
+use fl_algo_baselines::LagTracker;
+
+use crate::request_slot::RequestSlot;
+
+/// Starts `count` idle devices drawn uniformly at random (fewer if fewer are idle), each with
+/// the request share `request` gives it, or else as `lags` starts a job (with the delay it
+/// reports).
+pub(crate) fn start_random_idle(
+    ctx: &mut SchedCtx,
+    count: usize,
+    request: &mut RequestSlot,
+    lags: &mut LagTracker,
+) -> Result<()> {
     let idle = ctx.idle_clients();
     let chosen: Vec<usize> = idle.choose_multiple(ctx.rng(), count).copied().collect();
     for c in chosen {
-        match pull_at {
+        match request.share(ctx, c) {
             Some(share) => ctx.dispatch_with_pull(c, share)?,
-            None => ctx.dispatch(c)?,
+            None => lags.dispatch(ctx, c)?,
         }
     }
     Ok(())
-}
-
-/// Checks `pull_at`: a share of the local work in (0, 1), or absent.
-pub(crate) fn validate_pull_at(pull_at: Option<f64>) -> std::result::Result<(), InvalidKey> {
-    match pull_at.filter(|s| !(*s > 0.0 && *s < 1.0)) {
-        Some(share) => {
-            Err(InvalidKey::new("pull_at", format!("expected a share of the local work in (0, 1), got {share}")))
-        }
-        None => Ok(()),
-    }
 }

@@ -40,6 +40,7 @@ fn arrive(agg: &mut StalenessLearned, global: [f64; 2], v: u64, up: Upload) -> [
         multiplicity: 1,
         train_loss: 0.0,
         lr_sum: up.lr_sum,
+        pull_merge: None,
         dispatched_at: 0,
         arrived_at: 0,
     };

@@ -20,6 +20,7 @@ fn update(choice: Option<usize>, base_version: u64) -> ClientUpdate {
         multiplicity: 1,
         train_loss: 0.0,
         lr_sum: 0.0,
+        pull_merge: None,
         dispatched_at: 0,
         arrived_at: 0,
     }

@@ -101,6 +101,7 @@ fn merging_a_trained_fragment_leaves_every_other_parameter_bit_identical() {
         multiplicity: 1,
         train_loss: 0.0,
         lr_sum: 0.0,
+        pull_merge: None,
         dispatched_at: 0,
         arrived_at: 0,
     };

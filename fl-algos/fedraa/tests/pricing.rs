@@ -36,6 +36,7 @@ fn seconds_per_job(mask_policy: Box<dyn MaskPolicy>, pricing: Pricing) -> f64 {
             down_bytes_per_s: Quantity::Constant { value: f64::INFINITY },
             jitter: 0.0,
             pricing,
+            session_s: None,
         },
         eval: EvalConfig::default(),
         run: RunConfig::default(),

@@ -38,6 +38,7 @@ fn updates() -> Vec<ClientUpdate> {
             multiplicity: 1,
             train_loss: 0.0,
             lr_sum: 0.0,
+            pull_merge: None,
             dispatched_at: 0,
             arrived_at: 0,
         })

@@ -35,7 +35,7 @@ use crate::params::ParamSet;
 use crate::profile::Phases;
 use crate::rng::Rng;
 use crate::state::{StateOut, TensorHeader, decode_tensor, encode_tensor};
-use crate::trainer::{PullInfo, TrainOutcome};
+use crate::trainer::{PullInfo, PullMerge, TrainOutcome};
 use crate::update::ClientUpdate;
 
 const MAGIC: &[u8; 8] = b"FL-CKPT1";
@@ -156,6 +156,8 @@ struct JobState {
     /// That outcome's sum of learning rates (0 in checkpoints written before it existed).
     #[serde(default)]
     outcome_lr_sum: f64,
+    #[serde(default)]
+    outcome_pull_merge: Option<PullMerge>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -173,6 +175,8 @@ struct UpdateState {
     train_loss: f64,
     #[serde(default)]
     lr_sum: f64,
+    #[serde(default)]
+    pull_merge: Option<PullMerge>,
     dispatched_at: Tick,
     arrived_at: Tick,
 }
@@ -328,7 +332,7 @@ pub(super) fn save(w: &World, scheduler: &dyn crate::scheduler::Scheduler) -> Re
     let (scheduler, aggregator, mask_policy) = (store.component(sched)?, store.component(agg)?, store.component(mask)?);
     let mut in_flight = Vec::with_capacity(w.in_flight.len());
     for (&job, f) in &w.in_flight {
-        let (outcome, outcome_state, outcome_lr_sum) = match &f.work {
+        let (outcome, outcome_state, outcome_lr_sum, outcome_pull_merge) = match &f.work {
             Work::Cohort(slot, i) => {
                 let o = slot.outcome(*i).map_err(|e| crate::error::EngineError::JobFailed {
                     job,
@@ -336,9 +340,9 @@ pub(super) fn save(w: &World, scheduler: &dyn crate::scheduler::Scheduler) -> Re
                     source: Box::new(e),
                 })?;
                 let state = o.state.as_ref().map(|s| store.set(s)).transpose()?;
-                (Some((store.set(&o.params)?, o.mean_loss, o.steps)), state, o.lr_sum)
+                (Some((store.set(&o.params)?, o.mean_loss, o.steps)), state, o.lr_sum, o.pull_merge)
             }
-            Work::Deferred | Work::Session(_) => (None, None, 0.0),
+            Work::Deferred | Work::Session(_) => (None, None, 0.0, None),
         };
         in_flight.push(JobState {
             job,
@@ -359,6 +363,7 @@ pub(super) fn save(w: &World, scheduler: &dyn crate::scheduler::Scheduler) -> Re
             outcome,
             outcome_state,
             outcome_lr_sum,
+            outcome_pull_merge,
         });
     }
     let pending = w
@@ -378,6 +383,7 @@ pub(super) fn save(w: &World, scheduler: &dyn crate::scheduler::Scheduler) -> Re
                 multiplicity: u.multiplicity,
                 train_loss: u.train_loss,
                 lr_sum: u.lr_sum,
+                pull_merge: u.pull_merge,
                 dispatched_at: u.dispatched_at,
                 arrived_at: u.arrived_at,
             })
@@ -509,6 +515,7 @@ pub(super) fn restore(
                 multiplicity: u.multiplicity,
                 train_loss: u.train_loss,
                 lr_sum: u.lr_sum,
+                pull_merge: u.pull_merge,
                 dispatched_at: u.dispatched_at,
                 arrived_at: u.arrived_at,
             })
@@ -522,12 +529,18 @@ pub(super) fn restore(
         let mask = loaded.mask(&j.mask)?;
         let start = mask.extract(&base);
         let pulled = j.pulled.map(|id| loaded.set(id)).transpose()?;
-        let (outcome_state, outcome_lr_sum) = (j.outcome_state, j.outcome_lr_sum);
+        let (outcome_state, outcome_lr_sum, pull_merge) = (j.outcome_state, j.outcome_lr_sum, j.outcome_pull_merge);
         let work = match (j.outcome, j.pull_share) {
             (Some((params, mean_loss, steps)), _) => {
                 let state = outcome_state.map(|id| loaded.set(id)).transpose()?;
-                let outcome =
-                    TrainOutcome { params: loaded.set(params)?, mean_loss, steps, lr_sum: outcome_lr_sum, state };
+                let outcome = TrainOutcome {
+                    params: loaded.set(params)?,
+                    mean_loss,
+                    steps,
+                    lr_sum: outcome_lr_sum,
+                    pull_merge,
+                    state,
+                };
                 Work::Cohort(Arc::new(CohortSlot::done(vec![outcome])), 0)
             }
             (None, Some(share)) => {

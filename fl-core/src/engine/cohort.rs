@@ -94,6 +94,7 @@ impl CohortSlot {
                 mean_loss: o.mean_loss,
                 steps: o.steps,
                 lr_sum: o.lr_sum,
+                pull_merge: o.pull_merge,
                 state: o.state.as_ref().map(|s| s.shallow_clone()),
             })
         })

@@ -138,7 +138,9 @@ impl Simulation {
         if let Some(c) = partition.iter().position(Vec::is_empty) {
             return Err(EngineError::EmptyClient { client: c }.into());
         }
-        let profiles = devices.draw(partition.len(), &mut rng::stream(seed, &[tag::PROFILES]))?;
+        let mut profile_rng = rng::stream(seed, &[tag::PROFILES]);
+        let profiles = devices.draw(partition.len(), &mut profile_rng)?;
+        let sessions = devices.draw_sessions(partition.len(), &mut profile_rng);
         let clients = partition
             .iter()
             .map(|idx| Client {
@@ -162,7 +164,7 @@ impl Simulation {
             .map(|s| s.resolve(model.structure()))
             .transpose()
             .map_err(|e| Error::Key(e.under("trainer")))?;
-        let world = World {
+        let mut world = World {
             model,
             trainer,
             aggregator,
@@ -209,6 +211,9 @@ impl Simulation {
             records: Vec::new(),
             sched_diagnostics: BTreeMap::new(),
         };
+        if let Some(sessions) = sessions {
+            world.set_session_times(&sessions);
+        }
         world.check_job_durations()?;
         Ok(Simulation { scheduler, world, device, resumed: false, checkpointed: 0, checkpoints_off: false })
     }

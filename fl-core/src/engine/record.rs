@@ -59,6 +59,9 @@ impl EvalConfig {
 pub struct RunConfig {
     /// Stop once the global model reaches this version (this many aggregations).
     pub max_aggregations: Option<u64>,
+    /// Stop once this many updates have been aggregated (device sessions): one budget for
+    /// methods that merge one upload at a time and those that merge several.
+    pub max_updates: Option<u64>,
     /// Stop at this virtual time, in seconds: events after it are not processed.
     pub max_virtual_time_s: Option<f64>,
     /// Stop as soon as an evaluation reaches this accuracy.
@@ -75,14 +78,17 @@ pub struct RunConfig {
 }
 
 impl RunConfig {
-    /// Checks that `max_virtual_time_s` is positive, `max_aggregations` and `max_cohort` at
-    /// least 1, and the accuracies in (0, 1]; the error names the key.
+    /// Checks that `max_virtual_time_s` is positive, `max_aggregations`, `max_updates` and
+    /// `max_cohort` at least 1, and the accuracies in (0, 1]; the error names the key.
     pub fn validate(&self) -> std::result::Result<(), InvalidKey> {
         if self.max_virtual_time_s.is_some_and(|t| !(t > 0.0)) {
             return Err(InvalidKey::new("max_virtual_time_s", "expected a positive number of seconds"));
         }
         if self.max_aggregations == Some(0) {
             return Err(InvalidKey::new("max_aggregations", "expected at least 1 (absent: no limit)"));
+        }
+        if self.max_updates == Some(0) {
+            return Err(InvalidKey::new("max_updates", "expected at least 1 (absent: no limit)"));
         }
         for (key, accuracy) in [("target_accuracy", self.target_accuracy), ("stop_at_accuracy", self.stop_at_accuracy)]
         {

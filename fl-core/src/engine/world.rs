@@ -234,6 +234,15 @@ impl World {
         cost
     }
 
+    /// Sets each client's throughput so that its full job (the whole model, all its samples)
+    /// computes for `sessions[client]` seconds (`[devices] session_s`).
+    pub(super) fn set_session_times(&mut self, sessions: &[f64]) {
+        for (c, &seconds) in sessions.iter().enumerate() {
+            let flops = self.job_cost(c, &Mask::Full).train_flops;
+            self.profiles[c].flops_per_s = flops / seconds;
+        }
+    }
+
     /// Fails, before the run starts, when some client's job on the whole model (without
     /// jitter) would last longer than the virtual clock can count: a device too slow for the
     /// clock is a config error, not one found at its first job. (Jitter can still stretch a job
@@ -460,7 +469,7 @@ impl World {
             Work::Deferred => unreachable!("flushed above"),
         };
         let delta = f.mask.scatter(&out.params.sub(&f.start), &self.shapes);
-        let (train_loss, lr_sum) = (out.mean_loss, out.lr_sum);
+        let (train_loss, lr_sum, pull_merge) = (out.mean_loss, out.lr_sum, out.pull_merge);
         if let Some(state) = out.state {
             self.client_state[f.client] = Some(state.to_device(tch::Device::Cpu));
         }
@@ -482,6 +491,7 @@ impl World {
             multiplicity: f.multiplicity,
             train_loss,
             lr_sum,
+            pull_merge,
             dispatched_at: f.dispatched_at,
             arrived_at: self.now,
         });
@@ -567,7 +577,9 @@ impl World {
         if self.eval.every_aggregations.is_some_and(|k| k > 0 && self.version.is_multiple_of(k)) {
             self.evaluate(observer)?;
         }
-        if self.run.max_aggregations.is_some_and(|m| self.version >= m) {
+        if self.run.max_aggregations.is_some_and(|m| self.version >= m)
+            || self.run.max_updates.is_some_and(|m| self.updates_aggregated >= m)
+        {
             self.stopped = true;
         }
         // The round's updates are freed here: give their pages back.

@@ -135,6 +135,7 @@ impl TrainSession for SgdSession {
             mean_loss,
             steps: self.step,
             lr_sum: self.cfg.lr * self.step as f64,
+            pull_merge: None,
         }])
     }
 }

@@ -37,7 +37,7 @@ use crate::trainer::decay_gradient::DecayGradient;
 use crate::trainer::learned_pull::{LearnedPullConfig, PullControls};
 use crate::trainer::rates::{ClientRates, DelayScaling, LrDecay, RateConfig, RateTable};
 use crate::trainer::schedule::{BatchSchedule, ClientPlan};
-use crate::trainer::{LocalTrainer, PullInfo, TrainJob, TrainOutcome, TrainSession};
+use crate::trainer::{LocalTrainer, PullInfo, PullMerge, TrainJob, TrainOutcome, TrainSession};
 
 /// The trainer's registered name, which its errors begin with.
 const NAME: &str = "sgd";
@@ -329,6 +329,8 @@ struct SgdCohort {
     decay: Option<DecayGradient>,
     /// FedASMU: the learned pull weight's settings and each client's controls.
     pull: Option<(LearnedPullConfig, Vec<PullControls>)>,
+    /// FedASMU's learned merge, its weight and reward (a cohort of one).
+    pull_merge: Option<PullMerge>,
     schedule: BatchSchedule,
     noise: CohortNoise,
     step: usize,
@@ -499,6 +501,7 @@ impl SgdCohort {
             contrast,
             decay,
             pull,
+            pull_merge: None,
             schedule,
             noise,
             step: 0,
@@ -607,32 +610,38 @@ impl SgdCohort {
         }
     }
 
-    /// The loss gradient of every trainable tensor at the current parameters on step `t`'s
-    /// batch, in evaluation mode (no dropout draw, no buffer update): a probe that leaves the
-    /// job's streams and state as they are. Undefined tensors for buffers.
-    fn probe_gradient(&self, t: usize) -> Vec<Tensor> {
+    /// The loss and the loss gradient of every trainable tensor at the current parameters on
+    /// step `t`'s batch, in evaluation mode (no dropout draw, no buffer update): a probe that
+    /// leaves the job's streams and state as they are. Undefined tensors for buffers; no
+    /// gradients at all unless `with_grad`.
+    fn probe(&self, t: usize, with_grad: bool) -> (f64, Vec<Tensor>) {
         let (k, b, x, y, weights) = self.batch(t);
         let inputs: Vec<Tensor> = self
             .params
             .iter()
             .zip(&self.trainable)
-            .map(
-                |(p, &t)| {
-                    if t { p.narrow(0, 0, k).detach().set_requires_grad(true) } else { p.narrow(0, 0, k).detach() }
-                },
-            )
+            .map(|(p, &t)| {
+                let p = p.narrow(0, 0, k).detach();
+                if t && with_grad { p.set_requires_grad(true) } else { p }
+            })
             .collect();
         let logits = self.model.forward(&inputs, &x, &mut Mode::Eval);
         let classes = *logits.size().last().expect("logits have a class dimension");
         let per_sample =
             logits.reshape([-1, classes]).cross_entropy_loss::<Tensor>(&y, None, Reduction::None, -100, 0.0);
         let loss = (per_sample.reshape([k, b]) * &weights).sum(Kind::Float);
+        let value = loss.double_value(&[]);
+        if !with_grad {
+            return (value, Vec::new());
+        }
         let leaves: Vec<&Tensor> = inputs.iter().zip(&self.trainable).filter(|(_, t)| **t).map(|(p, _)| p).collect();
         let mut grads = Tensor::run_backward(&[loss], &leaves, false, false).into_iter();
-        self.trainable
+        let grads = self
+            .trainable
             .iter()
             .map(|&t| if t { grads.next().expect("one gradient per leaf") } else { Tensor::new() })
-            .collect()
+            .collect();
+        (value, grads)
     }
 
     /// One update of the first `k` clients at step `t`. Each tensor is touched in as few
@@ -790,19 +799,22 @@ impl TrainSession for SgdCohort {
             Some((cfg, controls)) => controls[0].weight(cfg, g, o).1,
             None => self.cfg.pull_weight,
         };
-        // w_g − w_pre, for the learned weight's step.
-        let moved: Vec<Tensor> = match &self.pull {
-            Some(_) => self.params.iter().zip(pulled.tensors()).map(|(p, q)| q.unsqueeze(0) - p).collect(),
-            None => Vec::new(),
+        // The learned weight's step and the reward need w_g − w_pre and the loss before the
+        // merge, on the batch the job trains on next.
+        let probing = self.pull.is_some() && self.step < self.schedule.total_steps();
+        let moved: Vec<Tensor> = match probing {
+            true => self.params.iter().zip(pulled.tensors()).map(|(p, q)| q.unsqueeze(0) - p).collect(),
+            false => Vec::new(),
         };
+        let loss_before = probing.then(|| self.probe(self.step, false).0);
         tch::no_grad(|| {
             for (p, q) in self.params.iter_mut().zip(pulled.tensors()) {
                 let merged = &*p * (1.0 - beta) + q.unsqueeze(0) * beta;
                 p.copy_(&merged);
             }
         });
-        if self.pull.is_some() && self.step < self.schedule.total_steps() {
-            let grads = self.probe_gradient(self.step);
+        if let Some(loss_before) = loss_before {
+            let (loss_after, grads) = self.probe(self.step, true);
             let c: f64 = grads
                 .iter()
                 .zip(&moved)
@@ -812,6 +824,7 @@ impl TrainSession for SgdCohort {
             if let Some((cfg, controls)) = &mut self.pull {
                 controls[0].learn(cfg, g, o, c);
             }
+            self.pull_merge = Some(PullMerge { weight: beta, reward: loss_before - loss_after });
         }
         Ok(())
     }
@@ -861,6 +874,7 @@ impl TrainSession for SgdCohort {
                 mean_loss: f64::from(losses[slot]) / done.max(1) as f64,
                 steps: done,
                 lr_sum: self.rates.step_sum(slot, done),
+                pull_merge: self.pull_merge,
                 state,
             });
         }

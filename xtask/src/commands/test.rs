@@ -7,7 +7,7 @@ use anyhow::Result;
 use crate::util::{cargo, run as run_cmd};
 
 /// The papers whose smoke reproduction is part of the tests.
-const SMOKE: [&str; 3] = ["kdd23", "fedraa", "asyncnc"];
+const SMOKE: [&str; 4] = ["kdd23", "fedraa", "asyncnc", "fedasmu"];
 
 pub fn run(args: &[String]) -> Result<()> {
     crate::setup::run()?;

@@ -19,6 +19,11 @@ pub struct Grid {
     pub title: String,
     pub datasets: BTreeMap<String, DatasetEntry>,
     pub rows: Vec<Row>,
+    /// Keys laid over the runs of some rows at some datasets and settings, after the
+    /// setting's and the row's own (a method's hyper-parameters that the paper gives per
+    /// column, which the other rows' components do not have).
+    #[serde(default)]
+    pub sets: Vec<VariantSet>,
     #[serde(default)]
     pub extra: Vec<Extra>,
     pub scales: BTreeMap<String, Scale>,
@@ -55,8 +60,9 @@ pub struct Variant {
     pub sets: Vec<VariantSet>,
 }
 
-/// Keys a variant lays over the runs of `rows` (row or extra ids; default all) but
-/// `except_rows` on `datasets` and at `settings` (setting ids such as `a0.1`; default all).
+/// Keys a variant (or the grid's `sets`) lays over the runs of `rows` (row or extra ids;
+/// default all) but `except_rows` on `datasets` and at `settings` (setting ids such as `a0.1`;
+/// default all).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VariantSet {
@@ -191,6 +197,8 @@ pub struct Row {
     pub may_diverge: bool,
     /// The ids of the settings it runs at (default: every setting).
     pub settings: Option<Vec<String>>,
+    /// The datasets it runs on (default: every dataset).
+    pub datasets: Option<Vec<String>>,
 }
 
 /// A configuration run only for a figure, at the setting (or α) given per dataset.
@@ -471,6 +479,11 @@ impl Grid {
                 }
             }
         }
+        for row in &grid.rows {
+            if let Some(bad) = row.datasets.iter().flatten().find(|d| !grid.datasets.contains_key(*d)) {
+                bail!("{}: rows `{}`: datasets: `{bad}` is not a dataset of the grid", path.display(), row.id);
+            }
+        }
         for extra in &grid.extra {
             for (d, r) in &extra.datasets {
                 grid.resolve(d, r).with_context(|| format!("{}: extra {}: datasets.{d}", path.display(), extra.id))?;
@@ -492,32 +505,31 @@ impl Grid {
                 unknown(format!("figures[{i}].panels[{j}].runs"), panel.runs.iter().collect())?;
             }
         }
-        for (name, variant) in &grid.variants {
-            for (i, vs) in variant.sets.iter().enumerate() {
-                unknown(format!("variants.{name}.sets[{i}].rows"), vs.rows.iter().flatten().collect())?;
-                unknown(format!("variants.{name}.sets[{i}].except_rows"), vs.except_rows.iter().collect())?;
-                if let Some(bad) = vs.datasets.iter().flatten().find(|d| !grid.datasets.contains_key(*d)) {
-                    bail!(
-                        "{}: variants.{name}.sets[{i}].datasets: `{bad}` is not a dataset of the grid",
-                        path.display()
-                    );
+        let grid_sets = grid.sets.iter().enumerate().map(|(i, vs)| (format!("sets[{i}]"), vs));
+        let variant_sets = grid.variants.iter().flat_map(|(name, variant)| {
+            variant.sets.iter().enumerate().map(move |(i, vs)| (format!("variants.{name}.sets[{i}]"), vs))
+        });
+        for (at, vs) in grid_sets.chain(variant_sets) {
+            unknown(format!("{at}.rows"), vs.rows.iter().flatten().collect())?;
+            unknown(format!("{at}.except_rows"), vs.except_rows.iter().collect())?;
+            if let Some(bad) = vs.datasets.iter().flatten().find(|d| !grid.datasets.contains_key(*d)) {
+                bail!("{}: {at}.datasets: `{bad}` is not a dataset of the grid", path.display());
+            }
+            let in_scope = |d: &&String| vs.datasets.as_ref().is_none_or(|ds| ds.contains(d));
+            let mut known: Vec<String> = Vec::new();
+            for (d, entry) in grid.datasets.iter().filter(|(d, _)| in_scope(d)) {
+                known.extend(entry.all_settings().into_iter().map(|s| s.id));
+                for r in grid.extra.iter().filter_map(|e| e.datasets.get(d)) {
+                    known.push(grid.resolve(d, r)?.id);
                 }
-                let in_scope = |d: &&String| vs.datasets.as_ref().is_none_or(|ds| ds.contains(d));
-                let mut known: Vec<String> = Vec::new();
-                for (d, entry) in grid.datasets.iter().filter(|(d, _)| in_scope(d)) {
-                    known.extend(entry.all_settings().into_iter().map(|s| s.id));
-                    for r in grid.extra.iter().filter_map(|e| e.datasets.get(d)) {
-                        known.push(grid.resolve(d, r)?.id);
-                    }
-                }
-                known.dedup();
-                if let Some(bad) = vs.settings.iter().flatten().find(|s| !known.contains(s)) {
-                    bail!(
-                        "{}: variants.{name}.sets[{i}].settings: `{bad}` is not a setting of its datasets ({})",
-                        path.display(),
-                        known.join(", ")
-                    );
-                }
+            }
+            known.dedup();
+            if let Some(bad) = vs.settings.iter().flatten().find(|s| !known.contains(s)) {
+                bail!(
+                    "{}: {at}.settings: `{bad}` is not a setting of its datasets ({})",
+                    path.display(),
+                    known.join(", ")
+                );
             }
         }
         Ok(grid)
@@ -595,7 +607,11 @@ impl Grid {
             let base: Table = toml::from_str(&base_text).with_context(|| format!("parsing {}", base_path.display()))?;
             let mut jobs: Vec<(Setting, &str, &str, &Table, bool)> = Vec::new();
             for setting in self.settings(dataset, scale) {
-                for row in self.rows.iter().filter(|r| r.settings.as_ref().is_none_or(|s| s.contains(&setting.id))) {
+                let here = |r: &&Row| {
+                    r.settings.as_ref().is_none_or(|s| s.contains(&setting.id))
+                        && r.datasets.as_ref().is_none_or(|d| d.contains(dataset))
+                };
+                for row in self.rows.iter().filter(here) {
                     jobs.push((setting.clone(), &row.id, &row.method, &row.set, row.may_diverge));
                 }
             }
@@ -615,8 +631,10 @@ impl Grid {
                     exp.insert("method".into(), Value::String(method.into()));
                     let variant_layers =
                         variant_sets.iter().filter(|v| v.applies(dataset, &setting.id, id)).map(|v| &v.set);
-                    let layers = [Some(&setting.set), Some(set), Some(&scale.set), scale_set].into_iter().flatten();
-                    for layer in layers.chain(variant_layers) {
+                    let grid_layers = self.sets.iter().filter(|v| v.applies(dataset, &setting.id, id)).map(|v| &v.set);
+                    let layers = [Some(&setting.set), Some(set)].into_iter().flatten().chain(grid_layers);
+                    let scale_layers = [Some(&scale.set), scale_set].into_iter().flatten();
+                    for layer in layers.chain(scale_layers).chain(variant_layers) {
                         for (key, value) in layer {
                             set_path(&mut exp, key, value.clone())
                                 .with_context(|| format!("applying `{key}` to {}", base_path.display()))?;
@@ -772,6 +790,32 @@ mod tests {
     }
 
     #[test]
+    fn a_grid_set_lays_its_keys_on_its_rows_at_its_settings_before_the_scale() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("base.toml"), "name = \"x\"\n[scheduler]\nrounds = 200\n").unwrap();
+        let text = format!(
+            "{GRID}\n[[sets]]\nrows = [\"a-l\"]\nsettings = [\"a0.1\"]\nset = {{ \"trainer.lr\" = 0.2, \"scheduler.rounds\" = 50 }}\n"
+        );
+        let path = dir.path().join("grid.toml");
+        std::fs::write(&path, &text).unwrap();
+        let grid = Grid::load(&path).unwrap();
+        for (scale, rounds) in [("full", 50), ("small", 10)] {
+            let runs = grid.plan(scale, &[], &["d".into()], &[1], dir.path(), Path::new("/out")).unwrap();
+            for r in &runs {
+                let exp: Table = toml::from_str(&r.experiment).unwrap();
+                let here = r.id == "a-l" && r.setting == "a0.1";
+                assert_eq!(exp.get("trainer").is_some(), here, "{scale} {}", r.key);
+                if here {
+                    assert_eq!(exp["scheduler"]["rounds"].as_integer(), Some(rounds), "the scale's keys come after");
+                }
+            }
+        }
+        std::fs::write(&path, text.replace(r#"rows = ["a-l"]"#, r#"rows = ["b"]"#)).unwrap();
+        let err = Grid::load(&path).unwrap_err().to_string();
+        assert!(err.contains("grid.toml: sets[0].rows: `b` is not a row or extra id"), "{err}");
+    }
+
+    #[test]
     fn a_variant_set_naming_settings_applies_at_those_settings_only() {
         let runs = plan_variant("full", &["at-half".into()]);
         for r in &runs {
@@ -831,7 +875,7 @@ mod tests {
     }
 
     #[test]
-    fn named_settings_lay_their_keys_and_rows_can_skip_settings() {
+    fn named_settings_lay_their_keys_and_rows_can_skip_settings_and_datasets() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("base.toml"), "name = \"x\"\n[mask]\nparts = 4\n").unwrap();
         let grid: Grid = toml::from_str(
@@ -841,6 +885,9 @@ mod tests {
             [datasets.d]
             base = "base.toml"
             settings = [{ id = "main" }, { id = "m2", set = { "mask.parts" = 2 } }]
+            [datasets.e]
+            base = "base.toml"
+            settings = [{ id = "main" }]
             [[rows]]
             id = "ours"
             method = "a"
@@ -848,6 +895,10 @@ mod tests {
             id = "baseline"
             method = "b"
             settings = ["main"]
+            [[rows]]
+            id = "e-only"
+            method = "c"
+            datasets = ["e"]
             [scales.full]
             [scales.small]
             [scales.small.datasets.d]
@@ -858,6 +909,9 @@ mod tests {
         let plan = |scale: &str| grid.plan(scale, &[], &["d".into()], &[1], dir.path(), Path::new("/out")).unwrap();
         let keys: Vec<String> = plan("full").iter().map(|r| r.key.clone()).collect();
         assert_eq!(keys, ["d-main/ours", "d-main/baseline", "d-m2/ours"]);
+        let on_e = grid.plan("full", &[], &["e".into()], &[1], dir.path(), Path::new("/out")).unwrap();
+        let keys: Vec<&str> = on_e.iter().map(|r| r.key.as_str()).collect();
+        assert_eq!(keys, ["e-main/ours", "e-main/baseline", "e-main/e-only"], "a row can keep to some datasets");
         let small = plan("small");
         assert_eq!(small.len(), 1);
         let exp: Table = toml::from_str(&small[0].experiment).unwrap();

@@ -73,6 +73,12 @@ impl Outcome {
         self.curve.iter().filter(|p| p.time_s <= budget_s).map(|p| p.accuracy).fold(f64::NAN, f64::max)
     }
 
+    /// The mean accuracy of the last `n` evaluations (fewer if it has fewer).
+    pub fn last_mean(&self, n: usize) -> f64 {
+        let tail = &self.curve[self.curve.len().saturating_sub(n)..];
+        tail.iter().map(|p| p.accuracy).sum::<f64>() / tail.len() as f64
+    }
+
     /// Virtual seconds the run lasted.
     pub fn duration_s(&self) -> f64 {
         self.curve.last().map_or(0.0, |p| p.time_s)

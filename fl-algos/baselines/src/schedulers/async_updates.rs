@@ -3,33 +3,21 @@
 //! (1: every arrival, FedAsync; K: FedBuff). After each arrival a client drawn uniformly from
 //! the idle ones starts training on the newest model.
 //!
-//! The scheduler measures each update's lag: the versions aggregated between its client's
-//! dispatch and its arrival. With `trainer_delay`, a client's next job reports its mean lag
-//! (ASO-Fed's d̄_k) or its last lag (FedSA's staleness) as the delay its learning rate reads
-//! ([`fl_core::TrainJob::delay`]; 0 before the client's first arrival).
+//! The scheduler measures each update's lag ([`super::lags`]): with `trainer_delay`, a
+//! client's next job reports its mean lag (ASO-Fed's d̄_k) or its last lag (FedSA's staleness)
+//! as the delay its learning rate reads ([`fl_core::TrainJob::delay`]).
 //!
 //! Without `concurrency`, all clients train at once up to [`DEFAULT_MAX_CONCURRENCY`]: every
 //! job in flight holds the model version it started from, so "every client" of a population
 //! of 10,000 would hold 10,000 models (FedBuff with 10,000 clients peaked at 21.9 GB that way).
 
-use fl_core::scheduler::JobStart;
 use fl_core::{InvalidKey, Result, SchedCtx, Scheduler, StateIn, StateOut, Validate};
 use rand::seq::IndexedRandom;
 use serde::{Deserialize, Serialize};
 use smart_default::SmartDefault;
 
-/// What a job reports as its delay to the trainer's learning rate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum TrainerDelay {
-    /// Nothing (0).
-    #[default]
-    None,
-    /// The client's mean lag over its arrived updates, in versions (ASO-Fed).
-    MeanLag,
-    /// The lag of the client's last arrived update, in versions (FedSA).
-    LastLag,
-}
+use super::lags::LagTracker;
+pub use super::lags::TrainerDelay;
 
 #[derive(Debug, Clone, PartialEq, SmartDefault, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -65,49 +53,26 @@ impl Validate for AsyncConfig {
 /// Clients training at once when `concurrency` is absent and there are more clients.
 pub const DEFAULT_MAX_CONCURRENCY: usize = 100;
 
-/// A client's lags so far, in versions.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-struct Lags {
-    sum: f64,
-    count: u64,
-    last: f64,
-}
-
 pub struct AsyncUpdates {
     cfg: AsyncConfig,
-    /// Per client: the version its job in flight started from.
-    started: Vec<u64>,
-    /// Per client: the lags of its arrived updates.
-    lags: Vec<Lags>,
+    lags: LagTracker,
 }
 
 impl AsyncUpdates {
     pub fn new(cfg: AsyncConfig) -> Self {
-        AsyncUpdates { cfg, started: Vec::new(), lags: Vec::new() }
+        let lags = LagTracker::new(cfg.trainer_delay);
+        AsyncUpdates { cfg, lags }
     }
 
     fn dispatch_random_idle(&mut self, ctx: &mut SchedCtx) -> Result<()> {
         let idle = ctx.idle_clients();
         let Some(&c) = idle.choose(ctx.rng()) else { return Ok(()) };
-        let lags = self.lags[c];
-        let delay = match self.cfg.trainer_delay {
-            TrainerDelay::None => 0.0,
-            TrainerDelay::MeanLag => lags.sum / lags.count.max(1) as f64,
-            TrainerDelay::LastLag => lags.last,
-        };
-        self.started[c] = ctx.version();
-        if self.cfg.trainer_delay == TrainerDelay::None {
-            ctx.dispatch(c)
-        } else {
-            ctx.dispatch_job(c, JobStart { delay, ..JobStart::default() })
-        }
+        self.lags.dispatch(ctx, c)
     }
 }
 
 impl Scheduler for AsyncUpdates {
     fn on_start(&mut self, ctx: &mut SchedCtx) -> Result<()> {
-        self.started = vec![0; ctx.num_clients()];
-        self.lags = vec![Lags::default(); ctx.num_clients()];
         for _ in 0..self.max_in_flight(ctx.num_clients()) {
             self.dispatch_random_idle(ctx)?;
         }
@@ -115,9 +80,7 @@ impl Scheduler for AsyncUpdates {
     }
 
     fn on_arrival(&mut self, ctx: &mut SchedCtx, client: usize) -> Result<()> {
-        let lag = (ctx.version() - self.started[client]) as f64;
-        let lags = &mut self.lags[client];
-        (lags.sum, lags.count, lags.last) = (lags.sum + lag, lags.count + 1, lag);
+        self.lags.arrive(ctx, client);
         if ctx.pending_len() >= self.cfg.buffer {
             ctx.aggregate()?;
             if ctx.version() >= self.cfg.aggregations {
@@ -137,14 +100,11 @@ impl Scheduler for AsyncUpdates {
     }
 
     fn save_state(&self, out: &mut StateOut) -> Result<()> {
-        out.put("started", &self.started)?;
-        out.put("lags", &self.lags)
+        self.lags.save(out)
     }
 
     fn load_state(&mut self, saved: &StateIn) -> Result<()> {
-        self.started = saved.get("started")?;
-        self.lags = saved.get("lags")?;
-        Ok(())
+        self.lags.load(saved)
     }
 }
 

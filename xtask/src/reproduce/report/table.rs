@@ -109,6 +109,9 @@ fn legend(table: &PaperTable) -> String {
             table.budget_factor
         );
     }
+    if table.columns.iter().any(|c| c.metric == ColumnMetric::ConvergedAccuracy) {
+        md += "Convergence-accuracy cells: paper / ours (mean of the last 3 evaluations) / ours (best) / Δ = last-3 mean − paper, in points.\n";
+    }
     if table.columns.iter().any(|c| c.metric.is_time()) {
         let _ = writeln!(
             md,
@@ -213,6 +216,18 @@ fn render_cell(
                         format!("{paper_text} / {:.2} / {delta:+.2}{mark}{note}", v * 100.0)
                     }
                     None => format!("- / {:.2}{note}", v * 100.0),
+                }
+            }
+            ColumnMetric::ConvergedAccuracy => {
+                let (v, b) = (mean(o, |o| o.last_mean(3)), mean(o, |o| o.best_accuracy));
+                value = Some(v * 100.0);
+                match paper.value() {
+                    Some(p) => {
+                        let delta = v * 100.0 - p;
+                        let mark = judge(delta);
+                        format!("{paper_text} / {:.1} / {:.1} / {delta:+.1}{mark}", v * 100.0, b * 100.0)
+                    }
+                    None => format!("- / {:.1} / {:.1}", v * 100.0, b * 100.0),
                 }
             }
             ColumnMetric::TimeToTarget | ColumnMetric::Budget => match ours_time(col.metric, table.budget_factor, o) {
@@ -369,6 +384,38 @@ mod tests {
         let std = cells[0]["best_std"].as_f64().unwrap();
         assert!((std - 2f64.sqrt()).abs() < 1e-9, "sample std of 95 and 97: {std}");
         assert_eq!(cells[0]["seeds"], 2);
+    }
+
+    #[test]
+    fn a_convergence_accuracy_cell_compares_the_mean_of_the_last_three_evaluations() {
+        let expected: Expected = toml::from_str(
+            r#"
+            [[tables]]
+            id = "t"
+            title = "T"
+            columns = [{ dataset = "m", alpha = 0.1, metric = "converged_accuracy" }]
+            tolerance = { m = 1.0 }
+            rows = [{ method = "A", run = "a", paper = [85.8] }, { method = "B", run = "b", paper = [80.0] }]
+            "#,
+        )
+        .unwrap();
+        let point = |accuracy: f64| Point { version: 0.0, time_s: 0.0, accuracy, loss: 1.0 };
+        let curve = |accs: &[f64]| Outcome { curve: accs.iter().map(|&a| point(a)).collect(), ..outcome(0.9, 0.84) };
+        let runs = vec![run("m", 0.1, "a"), run("m", 0.1, "b")];
+        let outcomes = BTreeMap::from([
+            // The last three, 0.88, 0.85 and 0.84, average 0.8567: Δ = −0.1 against 85.8.
+            ("m-a0.1/a".to_string(), vec![curve(&[0.5, 0.9, 0.88, 0.85, 0.84])]),
+            ("m-a0.1/b".to_string(), vec![curve(&[0.7, 0.76])]),
+        ]);
+        let results = Results { scale: "s", runs: &runs, outcomes, missing: BTreeMap::new() };
+        let rendered = render_table(&expected.tables[0], &results, &Notes::default());
+        let md = rendered.markdown;
+        assert!(md.contains("| A | 85.8 / 85.7 / 90.0 / -0.1 |"), "{md}");
+        assert!(md.contains("| B | 80.0 / 73.0 / 90.0 / -7.0 ✗ |"), "fewer than three evaluations: their mean: {md}");
+        assert!(md.contains("Convergence-accuracy cells: paper / ours (mean of the last 3 evaluations)"), "{md}");
+        assert_eq!(rendered.score, Score { within: 1, compared: 2, in_paper: 2 });
+        let delta = rendered.cells[0]["delta"].as_f64().unwrap();
+        assert!((delta - (85.666_666 - 85.8)).abs() < 1e-3, "{delta}");
     }
 
     #[test]
