@@ -159,9 +159,17 @@ fn draw_lines(area: &DrawingArea<BitMapBackend<'_>, Shift>, panel: &Panel) -> Re
         Some((lo, hi)) => lo..hi,
         None => axis_range_on(placeable.iter().map(|p| p.0), 0.0, panel.x_log),
     };
+    // The bands are drawn whole: their edges count towards the y range.
+    let band_edges = panel
+        .series
+        .iter()
+        .flat_map(|s| &s.band)
+        .flat_map(|&(x, lo, hi)| [(x, lo), (x, hi)])
+        .filter(|&p| panel.places(p))
+        .map(|p| p.1);
     let y_range = match panel.y_range {
         Some((lo, hi)) => lo..hi,
-        None => axis_range_on(placeable.iter().map(|p| p.1), 0.05, panel.y_log),
+        None => axis_range_on(placeable.iter().map(|p| p.1).chain(band_edges), 0.05, panel.y_log),
     };
     // The legend avoids the crowded quarter as it looks on the page, that is in log units on a log axis.
     let to_axis = |v: f64, log: bool| if log { v.log10() } else { v };

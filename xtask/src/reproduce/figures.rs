@@ -198,7 +198,7 @@ fn zoom_range(series: &[Series]) -> Option<((f64, f64), (f64, f64))> {
 
 /// `setting` if any of `runs` is planned there, else the first planned setting of the dataset
 /// that has one of them; None when the dataset has none (missing or not selected).
-fn resolve_setting(results: &Results, dataset: &str, setting: &str, runs: &[String]) -> Option<String> {
+pub(super) fn resolve_setting(results: &Results, dataset: &str, setting: &str, runs: &[String]) -> Option<String> {
     let planned =
         |s: &str| runs.iter().any(|id| results.runs.iter().any(|r| r.key == format!("{}/{id}", group(dataset, s))));
     if planned(setting) {
@@ -368,6 +368,7 @@ mod tests {
             server_loss: vec![],
             participation: vec![],
             diagnostics: BTreeMap::new(),
+            traces: vec![],
         };
         let outcomes = BTreeMap::from([
             ("d-b0.9-m2/ours".to_string(), vec![outcome(Some(300.0))]),

@@ -36,6 +36,8 @@ pub struct Grid {
     #[serde(default)]
     pub sweeps: Vec<Sweep>,
     #[serde(default)]
+    pub traces: Vec<TraceFigure>,
+    #[serde(default)]
     pub trends: Vec<Trend>,
     #[serde(default)]
     pub variants: BTreeMap<String, Variant>,
@@ -81,6 +83,19 @@ impl VariantSet {
             && self.datasets.as_ref().is_none_or(|d| d.iter().any(|d| d == dataset))
             && self.settings.as_ref().is_none_or(|s| s.iter().any(|s| s == setting))
     }
+}
+
+/// A figure of per-device diagnostics against virtual time (`alpha.<device>`, …): for each
+/// panel's runs and each prefix, the devices' mean with the band of their 10th to 90th
+/// percentiles, at every evaluation.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TraceFigure {
+    pub file: String,
+    pub title: String,
+    /// The prefixes of the diagnostics (`alpha` for `alpha.0`, `alpha.1`, …), one panel each.
+    pub diagnostics: Vec<String>,
+    pub panels: Vec<PanelSpec>,
 }
 
 /// A figure of one row across settings: `metrics` against the setting coordinate `x`, one
@@ -503,6 +518,11 @@ impl Grid {
         for (i, figure) in grid.figures.iter().enumerate() {
             for (j, panel) in figure.panels.iter().enumerate() {
                 unknown(format!("figures[{i}].panels[{j}].runs"), panel.runs.iter().collect())?;
+            }
+        }
+        for (i, figure) in grid.traces.iter().enumerate() {
+            for (j, panel) in figure.panels.iter().enumerate() {
+                unknown(format!("traces[{i}].panels[{j}].runs"), panel.runs.iter().collect())?;
             }
         }
         let grid_sets = grid.sets.iter().enumerate().map(|(i, vs)| (format!("sets[{i}]"), vs));

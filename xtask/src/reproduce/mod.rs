@@ -33,6 +33,7 @@ mod runner;
 mod scatter;
 mod server_loss;
 mod slurm;
+mod traces;
 mod variants_index;
 
 use std::collections::BTreeMap;

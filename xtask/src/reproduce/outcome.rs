@@ -37,6 +37,9 @@ pub struct Outcome {
     pub participation: Vec<u64>,
     /// The diagnostics of the last evaluation.
     pub diagnostics: BTreeMap<String, f64>,
+    /// The diagnostics whose names hold a `.` (per-device traces such as `alpha.3`) at each
+    /// evaluation, with its virtual time.
+    pub traces: Vec<(f64, BTreeMap<String, f64>)>,
 }
 
 impl Outcome {
@@ -60,6 +63,7 @@ impl Outcome {
             curve,
             server_loss,
             diagnostics: read_last_diagnostics(&dir.join("events.jsonl"))?,
+            traces: read_traces(&dir.join("events.jsonl"))?,
         })
     }
 
@@ -117,6 +121,29 @@ fn read_last_diagnostics(path: &Path) -> Result<BTreeMap<String, f64>> {
     Ok(diagnostics.iter().filter_map(|(k, v)| Some((k.clone(), v.as_f64()?))).collect())
 }
 
+/// The dotted diagnostics of every evaluation event, with its virtual time.
+fn read_traces(path: &Path) -> Result<Vec<(f64, BTreeMap<String, f64>)>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut traces = Vec::new();
+    for (i, line) in text.lines().enumerate().filter(|(_, l)| l.contains("\"eval\"") && l.contains('.')) {
+        let event: serde_json::Value =
+            serde_json::from_str(line).with_context(|| format!("{}: line {} is not JSON", path.display(), i + 1))?;
+        let (Some(time), Some(diagnostics)) = (event["virtual_time_s"].as_f64(), event["diagnostics"].as_object())
+        else {
+            continue;
+        };
+        let dotted: BTreeMap<String, f64> = diagnostics
+            .iter()
+            .filter(|(k, _)| k.contains('.'))
+            .filter_map(|(k, v)| Some((k.clone(), v.as_f64()?)))
+            .collect();
+        if !dotted.is_empty() {
+            traces.push((time, dotted));
+        }
+    }
+    Ok(traces)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,7 +164,8 @@ mod tests {
         .unwrap();
         std::fs::write(
             p.join("events.jsonl"),
-            "{\"diagnostics\":{\"tau\":1},\"event\":\"eval\"}\n{\"diagnostics\":{\"tau\":2,\"gamma_star\":10},\"event\":\"eval\"}\n",
+            "{\"diagnostics\":{\"tau\":1,\"alpha.3\":0.5},\"event\":\"eval\",\"virtual_time_s\":1.0}\n\
+             {\"diagnostics\":{\"tau\":2,\"gamma_star\":10},\"event\":\"eval\"}\n",
         )
         .unwrap();
         let o = Outcome::read(p, 7).unwrap();
@@ -150,6 +178,11 @@ mod tests {
         assert_eq!((o.best_within(1.5), o.best_within(2.0), o.duration_s()), (0.1, 0.9, 2.0));
         assert_eq!(o.diagnostics["tau"], 2.0);
         assert_eq!(o.diagnostics["gamma_star"], 10.0);
+        assert_eq!(
+            o.traces,
+            [(1.0, BTreeMap::from([("alpha.3".to_string(), 0.5)]))],
+            "the dotted ones, with their time"
+        );
     }
 
     #[test]

@@ -11,7 +11,7 @@ use serde_json::json;
 use super::grid::Grid;
 use super::outcome::Outcome;
 use super::report::{self, Expected, Findings, Notes, Results, Score, Verdict};
-use super::{Options, figures, report_command, runner, scatter, server_loss};
+use super::{Options, figures, report_command, runner, scatter, server_loss, traces};
 use crate::util::workspace_root;
 
 /// `experiments/<paper>/findings.md`, linked relative to the report directory `dir`.
@@ -45,6 +45,7 @@ pub fn write_report(grid: &Grid, expected: &Expected, results: &Results, o: &Opt
     let names = figures::run_names(grid, expected);
     let mut figures = figures::write_figures(grid, &names, results, dir)?;
     figures.extend(figures::write_sweeps(grid, &names, results, dir)?);
+    figures.extend(traces::write_traces(grid, &names, results, dir)?);
     figures.extend(tables.scatters.iter().cloned());
     let section = match expected.section.as_deref() {
         None => None,

@@ -152,6 +152,7 @@ pub mod fixtures {
             server_loss: vec![],
             participation: vec![],
             diagnostics: BTreeMap::new(),
+            traces: vec![],
         }
     }
 }
