@@ -95,3 +95,17 @@ pub fn tiny_setup(
         workers: 1,
     }
 }
+
+/// An aggregator that keeps the global model as it is: for tests of the engine around it.
+pub struct KeepGlobal;
+
+impl Aggregator for KeepGlobal {
+    fn aggregate(
+        &mut self,
+        global: &ParamSet,
+        _: &[crate::update::ClientUpdate],
+        _: &crate::aggregator::AggregateCtx,
+    ) -> crate::error::Result<ParamSet> {
+        Ok(global.shallow_clone())
+    }
+}

@@ -6,12 +6,12 @@ use std::sync::Arc;
 
 use fl_core::engine::Setup;
 use fl_core::scheduler_testing::RecordingContext;
-use fl_core::testing::tiny_setup;
+use fl_core::testing::{KeepGlobal, tiny_setup};
 use fl_core::trainer::TrainSession;
 use fl_core::trainer::sgd::{Sgd, SgdConfig};
 use fl_core::{
-    AggregateCtx, Aggregator, ClientUpdate, EngineError, Error, JobFailure, LocalTrainer, ParamSet, Result, SchedCtx,
-    Scheduler, SchedulingContext, Simulation, TrainJob, TrainerError,
+    EngineError, Error, JobFailure, LocalTrainer, Result, SchedCtx, Scheduler, SchedulingContext, Simulation, TrainJob,
+    TrainerError,
 };
 
 /// Dispatches each listed client once at the start and aggregates every arrival.
@@ -24,15 +24,6 @@ impl Scheduler for Dispatch {
 
     fn on_arrival(&mut self, ctx: &mut SchedCtx, _client: usize) -> Result<()> {
         ctx.aggregate()
-    }
-}
-
-/// Keeps the global model.
-struct Keep;
-
-impl Aggregator for Keep {
-    fn aggregate(&mut self, global: &ParamSet, _: &[ClientUpdate], _: &AggregateCtx) -> Result<ParamSet> {
-        Ok(global.shallow_clone())
     }
 }
 
@@ -51,7 +42,7 @@ impl LocalTrainer for Refuses {
 
 /// [`tiny_setup`] with `partition`, `dispatch` dispatching at the start, the model kept.
 fn setup(dispatch: Vec<usize>, trainer: Arc<dyn LocalTrainer>, partition: Vec<Vec<i64>>) -> Setup {
-    Setup { partition, ..tiny_setup(trainer, Box::new(Dispatch(dispatch)), Box::new(Keep)) }
+    Setup { partition, ..tiny_setup(trainer, Box::new(Dispatch(dispatch)), Box::new(KeepGlobal)) }
 }
 
 fn three_clients() -> Vec<Vec<i64>> {

@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use fl_core::testing::tiny_setup;
+use fl_core::testing::{KeepGlobal, tiny_setup};
 use fl_core::trainer::sgd::{Sgd, SgdConfig};
-use fl_core::{AggregateCtx, Aggregator, ClientUpdate, ParamSet, Result, SchedCtx, Scheduler, Simulation};
+use fl_core::{Result, SchedCtx, Scheduler, Simulation};
 
 /// Keeps every client training; aggregates once `buffer` updates are pending.
 struct Buffered {
@@ -25,18 +25,10 @@ impl Scheduler for Buffered {
     }
 }
 
-struct Keep;
-
-impl Aggregator for Keep {
-    fn aggregate(&mut self, global: &ParamSet, _: &[ClientUpdate], _: &AggregateCtx) -> Result<ParamSet> {
-        Ok(global.shallow_clone())
-    }
-}
-
 /// (aggregations, updates) of a run aggregating every `buffer` arrivals under `max_updates`.
 fn run(buffer: usize, max_updates: u64) -> (u64, u64) {
     let trainer = Arc::new(Sgd::new(SgdConfig { lr: 0.1, batch_size: 1, epochs: 1, ..Default::default() }));
-    let mut setup = tiny_setup(trainer, Box::new(Buffered { buffer }), Box::new(Keep));
+    let mut setup = tiny_setup(trainer, Box::new(Buffered { buffer }), Box::new(KeepGlobal));
     setup.run.max_updates = Some(max_updates);
     let summary = Simulation::new(setup).unwrap().run(&mut ()).unwrap();
     (summary.aggregations, summary.updates)

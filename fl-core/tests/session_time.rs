@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use fl_core::engine::Setup;
 use fl_core::profile::{DevicesConfig, Quantity};
-use fl_core::testing::tiny_setup;
+use fl_core::testing::{KeepGlobal, tiny_setup};
 use fl_core::trainer::sgd::{Sgd, SgdConfig};
-use fl_core::{AggregateCtx, Aggregator, ClientUpdate, ParamSet, Result, SchedCtx, Scheduler, Simulation};
+use fl_core::{Result, SchedCtx, Scheduler, Simulation};
 
 /// Dispatches every client once and aggregates each arrival.
 struct EveryClientOnce;
@@ -22,19 +22,10 @@ impl Scheduler for EveryClientOnce {
     }
 }
 
-/// Keeps the global model.
-struct Keep;
-
-impl Aggregator for Keep {
-    fn aggregate(&mut self, global: &ParamSet, _: &[ClientUpdate], _: &AggregateCtx) -> Result<ParamSet> {
-        Ok(global.shallow_clone())
-    }
-}
-
 /// The seconds each client of `tiny_setup` (3, 1 and 2 samples; one epoch) was busy.
 fn busy_s(edit: impl FnOnce(&mut DevicesConfig)) -> Result<Vec<f64>> {
     let trainer = Arc::new(Sgd::new(SgdConfig { lr: 0.1, batch_size: 1, epochs: 1, ..Default::default() }));
-    let mut setup: Setup = tiny_setup(trainer, Box::new(EveryClientOnce), Box::new(Keep));
+    let mut setup: Setup = tiny_setup(trainer, Box::new(EveryClientOnce), Box::new(KeepGlobal));
     edit(&mut setup.devices);
     let summary = Simulation::new(setup)?.run(&mut ())?;
     Ok(summary.clients.iter().map(|c| c.busy_s).collect())

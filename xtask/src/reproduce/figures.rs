@@ -57,14 +57,19 @@ pub fn write_figures(
     for figure in &grid.figures {
         let panels: Vec<Panel> =
             figure.panels.iter().flat_map(|spec| panels_of(grid, figure, spec, names, results)).collect();
-        if panels.is_empty() {
-            continue;
-        }
-        let path = dir.join(&figure.file);
-        write_png(&path, &panels)?;
-        written.push((figure.title.clone(), path));
+        written.extend(write_figure(dir, &figure.file, &figure.title, &panels)?);
     }
     Ok(written)
+}
+
+/// Writes `panels` as `dir/file` unless there are none; returns the title and file written.
+pub(super) fn write_figure(dir: &Path, file: &str, title: &str, panels: &[Panel]) -> Result<Option<(String, PathBuf)>> {
+    if panels.is_empty() {
+        return Ok(None);
+    }
+    let path = dir.join(file);
+    write_png(&path, panels)?;
+    Ok(Some((title.to_string(), path)))
 }
 
 /// The panels of one (dataset, setting) of a figure: per metric a curve panel, a zoom where the
@@ -251,12 +256,7 @@ pub fn write_sweeps(
                 })
             })
             .collect();
-        if panels.is_empty() {
-            continue;
-        }
-        let path = dir.join(&sweep.file);
-        write_png(&path, &panels)?;
-        written.push((sweep.title.clone(), path));
+        written.extend(write_figure(dir, &sweep.file, &sweep.title, &panels)?);
     }
     Ok(written)
 }

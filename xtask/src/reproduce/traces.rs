@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
-use super::figures::resolve_setting;
+use super::figures::{resolve_setting, write_figure};
 use super::grid::{Grid, group};
 use super::outcome::Outcome;
 use super::report::Results;
-use crate::plot::{Panel, Series, write_png};
+use crate::plot::{Panel, Series};
 
 /// Writes every trace figure with at least one traced run into `dir`; returns their titles and files.
 pub fn write_traces(
@@ -56,12 +56,7 @@ pub fn write_traces(
                 });
             }
         }
-        if panels.is_empty() {
-            continue;
-        }
-        let path = dir.join(&figure.file);
-        write_png(&path, &panels)?;
-        written.push((figure.title.clone(), path));
+        written.extend(write_figure(dir, &figure.file, &figure.title, &panels)?);
     }
     Ok(written)
 }
