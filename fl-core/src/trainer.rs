@@ -12,6 +12,7 @@
 //! mid-training pull), the session merges what it received, and training resumes. Such a job
 //! trains as a cohort of one.
 
+mod adan;
 mod contrastive;
 mod decay_gradient;
 pub mod learned_pull;

@@ -1,5 +1,5 @@
-//! The trainer's Adam, its learning-rate decay with the delay penalty, optimizer restarts per
-//! epoch and early stopping: two Adam steps worked by hand, the learning rate
+//! The trainer's Adam and Adan, its learning-rate decay with the delay penalty, optimizer restarts per
+//! epoch and early stopping: two Adam steps and two Adan steps worked by hand, the learning rate
 //! γ₀/(√(e+1)·(1 + α·d)) of Forootani and Iervolino (§§5.3–5.4) at the delays of their code,
 //! to five significant digits, and early stopping that equals a shorter run, alone and in a
 //! cohort.
@@ -9,7 +9,7 @@ use std::sync::Arc;
 use fl_core::rng::{self, TensorNoise};
 use fl_core::tch::{Device, Tensor};
 use fl_core::testing::{TinyLinear, tiny_dataset};
-use fl_core::trainer::rates::{ClientRates, DelayScaling, LrDecay, RateConfig, RateTable};
+use fl_core::trainer::rates::{ClientRates, DelayScaling, LrDecay, Moments, RateConfig, RateTable};
 use fl_core::trainer::sgd::{Optimizer, Sgd, SgdConfig};
 use fl_core::{Dataset, LocalTrainer, Model, ParamSet, TrainJob};
 
@@ -107,6 +107,54 @@ fn two_adam_steps_match_the_hand_computation() {
 }
 
 #[test]
+fn two_adan_steps_match_the_authors_update_rule_worked_by_hand() {
+    // As the Adam test: samples 0 and 1 in one batch, two epochs, from W = ½, b = 0.3; here a
+    // constant lr = 0.1, Adan's defaults (β₁, β₂, β₃) = (0.98, 0.92, 0.99), and the decoupled
+    // weight decay λ (0 or 0.5): after each step w ← w · s, s = 1/(1 + lr·λ).
+    //
+    // Step 1: g₁(W) = [[−¼, ¼], [¼, −¼]]; d₁ = 0, so m̂ = g₁, n̂ = g₁² and W moves by
+    // −lr·g₁/(|g₁| + ε): W₁ = s·[[0.6, 0.4], [0.4, 0.6]] (b stays equal across classes).
+    // Step 2: the true class leads by 0.2·s, c = ½(1 − σ(0.2 s)), g₂[0][0] = −c, d₂ = ¼ − c:
+    // m = (1 − β₁)(β₁ g₁ + g₂), v = (1 − β₂) d₂, n = (1 − β₃)(β₃ g₁² + (g₂ + β₂ d₂)²),
+    // W₂ = s·(W₁ − lr·(m/(1 − β₁²) + β₂ v/(1 − β₂²)) / (√(n/(1 − β₃²)) + ε)).
+    // Restarting at the epoch makes step 2 a first step again: W₂ = s·(W₁ + lr·c/(c + ε)).
+    let (lr, eps, (b1, b2, b3)): (f64, f64, (f64, f64, f64)) = (0.1, 1e-8, (0.98, 0.92, 0.99));
+    for decay in [0.0f64, 0.5] {
+        let s = 1.0 / (1.0 + lr * decay);
+        let w1 = [s * (0.5 + lr * 0.25 / (0.25 + eps)), s * (0.5 - lr * 0.25 / (0.25 + eps))];
+        let sigma = 1.0 / (1.0 + (-0.2 * s).exp());
+        let c = 0.5 * (1.0 - sigma);
+        // For W[0][0] (g₁ = −¼, g₂ = −c); W[0][1] mirrors it.
+        let (g1, g2) = (-0.25, -c);
+        let d = g2 - g1;
+        let m = (1.0 - b1) * (b1 * g1 + g2);
+        let v = (1.0 - b2) * d;
+        let n = (1.0 - b3) * (b3 * g1 * g1 + (g2 + b2 * d).powi(2));
+        let direction = (m / (1.0 - b1 * b1) + b2 * v / (1.0 - b2 * b2)) / ((n / (1.0 - b3 * b3)).sqrt() + eps);
+        let kept = [s * (w1[0] - lr * direction), s * (w1[1] + lr * direction)];
+        let restarted = [s * (w1[0] + lr * c / (c + eps)), s * (w1[1] - lr * c / (c + eps))];
+        assert!((kept[0] - restarted[0]).abs() > 1e-4, "keeping the moments differs beyond the tolerance");
+        for (reset, want) in [(true, restarted), (false, kept)] {
+            let cfg = SgdConfig {
+                optimizer: Optimizer::Adan,
+                lr,
+                weight_decay: decay,
+                reset_each_epoch: reset,
+                batch_size: 2,
+                epochs: 2,
+                ..Default::default()
+            };
+            let out = Sgd::new(cfg).train(job(symmetric_start(), &[0, 1], 0.0, 1)).unwrap();
+            let w = flat(&out.params.tensors()[0]);
+            let want = [want[0], want[1], want[1], want[0]];
+            for (g, e) in w.iter().zip(want) {
+                assert!((g - e).abs() < 2e-6, "λ = {decay}, reset = {reset}: W {w:?}, want {want:?}");
+            }
+        }
+    }
+}
+
+#[test]
 fn asyncnc_learning_rate_table_matches_hand_computed_values() {
     // γ₀/(√(e+1)·(1 + α·d)) with γ₀ = 1e-3, α = 0.01, epochs e = 0..9, for the authors' code's
     // AFL delay d = 2, its MNIST SFL delay 0.02 and no delay; five significant digits.
@@ -139,7 +187,8 @@ fn asyncnc_learning_rate_table_matches_hand_computed_values() {
         decay: LrDecay::InvSqrtEpoch,
         delay_scaling: DelayScaling::Penalty,
         delay_alpha: 0.01,
-        adam_betas: None,
+        moments: Moments::None,
+        decoupled_decay: 0.0,
         reset_each_epoch: false,
     };
     let clients: Vec<ClientRates> =
@@ -163,7 +212,8 @@ fn learning_rate_decays_by_step_and_by_round() {
             decay,
             delay_scaling: DelayScaling::Penalty,
             delay_alpha: 0.0,
-            adam_betas: None,
+            moments: Moments::None,
+            decoupled_decay: 0.0,
             reset_each_epoch: false,
         };
         flat(&RateTable::new(&cfg, &[ClientRates { epochs: &epochs, delay: 0.0, version }], Device::Cpu).step)
@@ -185,7 +235,8 @@ fn delay_scalings_follow_aso_fed_and_fedsa() {
             decay: LrDecay::Constant,
             delay_scaling,
             delay_alpha: 0.5,
-            adam_betas: None,
+            moments: Moments::None,
+            decoupled_decay: 0.0,
             reset_each_epoch: false,
         };
         let clients: Vec<ClientRates> =
@@ -237,14 +288,21 @@ fn early_stopping_equals_the_shorter_run_alone_and_in_a_cohort() {
 }
 
 #[test]
-fn adam_cohorts_equal_clients_alone() {
-    // Different delays (rates), sample counts (epoch lengths, restarts) and starts per client.
+fn adam_and_adan_cohorts_equal_clients_alone() {
+    for optimizer in [Optimizer::Adam, Optimizer::Adan] {
+        cohort_equals_alone(optimizer, true);
+        cohort_equals_alone(optimizer, false);
+    }
+}
+
+/// Different delays (rates), sample counts (epoch lengths, restarts) and starts per client.
+fn cohort_equals_alone(optimizer: Optimizer, reset_each_epoch: bool) {
     let cfg = SgdConfig {
-        optimizer: Optimizer::Adam,
+        optimizer,
         lr: 0.05,
         lr_decay: LrDecay::InvSqrtEpoch,
         delay_alpha: 0.3,
-        reset_each_epoch: true,
+        reset_each_epoch,
         batch_size: 2,
         epochs: 3,
         weight_decay: 0.01,
@@ -264,7 +322,7 @@ fn adam_cohorts_equal_clients_alone() {
         let want = trainer.train(j).unwrap();
         assert_eq!(got.steps, want.steps);
         for (x, y) in got.params.tensors().iter().zip(want.params.tensors()) {
-            assert!((x - y).abs().max().double_value(&[]) < 1e-6);
+            assert!((x - y).abs().max().double_value(&[]) < 1e-6, "{optimizer:?}, reset {reset_each_epoch}");
         }
     }
 }
@@ -274,6 +332,8 @@ fn bad_optimizer_settings_are_errors_naming_the_key() {
     let bad = [
         (SgdConfig { optimizer: Optimizer::Adam, momentum: 0.9, ..Default::default() }, "momentum"),
         (SgdConfig { betas: [0.9, 1.0], ..Default::default() }, "betas"),
+        (SgdConfig { optimizer: Optimizer::Adan, momentum: 0.9, ..Default::default() }, "momentum"),
+        (SgdConfig { adan_betas: [0.98, 0.92, 1.0], ..Default::default() }, "adan_betas"),
         (SgdConfig { eps: 0.0, ..Default::default() }, "eps"),
         (SgdConfig { delay_alpha: -1.0, ..Default::default() }, "delay_alpha"),
         (SgdConfig { patience: Some(0), ..Default::default() }, "patience"),

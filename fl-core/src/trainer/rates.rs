@@ -1,5 +1,6 @@
 //! Per-step, per-client factors of a cohort's optimizer: learning rates (with their decay and
-//! the client's delay scaling), Adam's bias corrections and where optimizer state restarts.
+//! the client's delay scaling), Adam's and Adan's bias corrections, Adan's decoupled weight
+//! decay, and where optimizer state restarts.
 //!
 //! Every factor depends only on the step, the client's epoch and the job's own delay and
 //! version, all known before training, so the whole table is computed on the host once and
@@ -74,11 +75,25 @@ pub struct RateConfig {
     pub delay_scaling: DelayScaling,
     /// α of [`DelayScaling::Penalty`].
     pub delay_alpha: f64,
-    /// Adam's (β₁, β₂), if the optimizer is Adam.
-    pub adam_betas: Option<(f64, f64)>,
+    /// The optimizer's moments, whose bias corrections the table holds.
+    pub moments: Moments,
+    /// Adan's decoupled weight decay λ: after each step w ← w / (1 + lr·λ) (0: none).
+    pub decoupled_decay: f64,
     /// Whether optimizer state (momentum, Adam's moments and step count) restarts at every
     /// local epoch, as when the optimizer is re-created per epoch.
     pub reset_each_epoch: bool,
+}
+
+/// The moments an optimizer keeps, with their rates.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum Moments {
+    /// None (SGD; momentum needs no correction).
+    #[default]
+    None,
+    /// Adam's (β₁, β₂).
+    Adam(f64, f64),
+    /// Adan's (β₁, β₂, β₃): gradient, gradient difference, squared Nesterov gradient.
+    Adan(f64, f64, f64),
 }
 
 /// One client's inputs to the table.
@@ -95,8 +110,13 @@ pub struct ClientRates<'a> {
 pub struct RateTable {
     /// −lr, or −lr/(1 − β₁ᵗ) for Adam (the step applied to the update direction).
     pub step: Tensor,
-    /// Adam: 1/√(1 − β₂ᵗ), which scales √v before ε is added.
+    /// Adam: 1/√(1 − β₂ᵗ), which scales √v before ε is added (Adan: 1/√(1 − β₃ᵗ), for √n).
     pub inv_sqrt_bias2: Option<Tensor>,
+    /// Adan: β₂ (1 − β₁ᵗ)/(1 − β₂ᵗ), the weight of the difference moment beside the first
+    /// moment in the direction `step` scales.
+    pub diff_weight: Option<Tensor>,
+    /// 1/(1 + lr·λ): Adan's decoupled weight decay after the step.
+    pub shrink: Option<Tensor>,
     /// 0 where the client's optimizer state restarts, 1 elsewhere (with `reset_each_epoch`).
     pub keep: Option<Tensor>,
     /// `step` on the host, `[T, C]` row-major.
@@ -112,6 +132,8 @@ impl RateTable {
         let cells = total * clients.len();
         let mut step = vec![0f32; cells];
         let mut bias2 = vec![0f32; cells];
+        let mut diff_weight = vec![0f32; cells];
+        let mut shrink = vec![1f32; cells];
         let mut keep = vec![1f32; cells];
         for (c, client) in clients.iter().enumerate() {
             let delay_factor = cfg.delay_scaling.factor(client.delay, cfg.delay_alpha);
@@ -125,19 +147,28 @@ impl RateTable {
                 }
                 since_reset += 1;
                 let lr = cfg.lr * cfg.decay.factor(epoch, s, client.version) * delay_factor;
-                step[at] = match cfg.adam_betas {
-                    Some((b1, b2)) => {
-                        bias2[at] = (1.0 / (1.0 - b2.powi(since_reset as i32)).sqrt()) as f32;
-                        (-lr / (1.0 - b1.powi(since_reset as i32))) as f32
+                let bias = |beta: f64| 1.0 - beta.powi(since_reset as i32);
+                step[at] = match cfg.moments {
+                    Moments::None => -lr as f32,
+                    Moments::Adam(b1, b2) => {
+                        bias2[at] = (1.0 / bias(b2).sqrt()) as f32;
+                        (-lr / bias(b1)) as f32
                     }
-                    None => -lr as f32,
+                    Moments::Adan(b1, b2, b3) => {
+                        bias2[at] = (1.0 / bias(b3).sqrt()) as f32;
+                        diff_weight[at] = (b2 * bias(b1) / bias(b2)) as f32;
+                        (-lr / bias(b1)) as f32
+                    }
                 };
+                shrink[at] = (1.0 / (1.0 + lr * cfg.decoupled_decay)) as f32;
             }
         }
         let table = |v: &[f32]| Tensor::from_slice(v).reshape([total as i64, clients.len() as i64]).to_device(device);
         RateTable {
             step: table(&step),
-            inv_sqrt_bias2: cfg.adam_betas.map(|_| table(&bias2)),
+            inv_sqrt_bias2: (cfg.moments != Moments::None).then(|| table(&bias2)),
+            diff_weight: matches!(cfg.moments, Moments::Adan(..)).then(|| table(&diff_weight)),
+            shrink: (cfg.decoupled_decay > 0.0).then(|| table(&shrink)),
             keep: cfg.reset_each_epoch.then(|| table(&keep)),
             host_step: step,
             clients: clients.len(),

@@ -32,10 +32,11 @@ use crate::model::{linear, split_classifier};
 use crate::params::ParamSet;
 use crate::rng::CohortNoise;
 use crate::split::SplitConfig;
+use crate::trainer::adan::AdanMoments;
 use crate::trainer::contrastive::Contrast;
 use crate::trainer::decay_gradient::DecayGradient;
 use crate::trainer::learned_pull::{LearnedPullConfig, PullControls};
-use crate::trainer::rates::{ClientRates, DelayScaling, LrDecay, RateConfig, RateTable};
+use crate::trainer::rates::{ClientRates, DelayScaling, LrDecay, Moments, RateConfig, RateTable};
 use crate::trainer::schedule::{BatchSchedule, ClientPlan};
 use crate::trainer::{LocalTrainer, PullInfo, PullMerge, TrainJob, TrainOutcome, TrainSession};
 
@@ -62,6 +63,9 @@ pub enum Optimizer {
     Sgd,
     /// Adam (Kingma and Ba) with `betas` and `eps`, PyTorch's form; weight decay as L2.
     Adam,
+    /// Adan (Xie et al., 2022) with `adan_betas` and `eps`, the authors' form; weight decay
+    /// decoupled ([`crate::trainer::adan`]).
+    Adan,
 }
 
 /// The `[trainer]` section of the `sgd` and `adam` trainers (`adam` changes the defaults of
@@ -93,12 +97,15 @@ pub struct SgdConfig {
     pub betas: [f64; 2],
     /// Adam's ε.
     pub eps: f64,
+    /// Adan's β₁, β₂, β₃ (the authors' defaults 0.98, 0.92, 0.99).
+    pub adan_betas: [f64; 3],
     /// Restart the optimizer state (momentum, Adam's moments and step count) at every local
     /// epoch, as code that re-creates its optimizer per epoch does.
     pub reset_each_epoch: bool,
     /// Stop a client whose epoch-mean training loss has not improved for this many epochs.
     pub patience: Option<usize>,
-    /// L2 weight decay: λ·w is added to the gradient (default 0).
+    /// Weight decay λ (default 0): λ·w is added to the gradient (L2), or with Adan decoupled,
+    /// w ← w / (1 + lr·λ) after each step.
     pub weight_decay: f64,
     /// FedProx's μ: adds μ/2 ‖w − w_start‖² to the loss.
     pub prox_mu: f64,
@@ -142,6 +149,7 @@ impl Default for SgdConfig {
             momentum: 0.0,
             betas: [0.9, 0.999],
             eps: 1e-8,
+            adan_betas: [0.98, 0.92, 0.99],
             reset_each_epoch: false,
             patience: None,
             weight_decay: 0.0,
@@ -179,8 +187,14 @@ impl SgdConfig {
         if self.optimizer == Optimizer::Adam && self.momentum != 0.0 {
             return Err(InvalidKey::new("momentum", "Adam has no momentum (set betas instead)"));
         }
+        if self.optimizer == Optimizer::Adan && self.momentum != 0.0 {
+            return Err(InvalidKey::new("momentum", "Adan has no momentum (set adan_betas instead)"));
+        }
         if let Some(b) = self.betas.iter().find(|b| !(0.0..1.0).contains(*b)) {
             return Err(InvalidKey::new("betas", format!("expected two values in [0, 1), got {b}")));
+        }
+        if let Some(b) = self.adan_betas.iter().find(|b| !(0.0..1.0).contains(*b)) {
+            return Err(InvalidKey::new("adan_betas", format!("expected three values in [0, 1), got {b}")));
         }
         if !(self.eps > 0.0) {
             return Err(InvalidKey::new("eps", format!("expected a positive number, got {}", self.eps)));
@@ -316,6 +330,8 @@ struct SgdCohort {
     velocity: Vec<Tensor>,
     /// Adam's second moments.
     second: Vec<Tensor>,
+    /// Adan's moments.
+    adan: Option<AdanMoments>,
     rates: RateTable,
     /// Early stopping state, with `patience`.
     stopping: Option<EarlyStopping>,
@@ -393,6 +409,7 @@ impl SgdCohort {
         let zeros = |on: bool| if on { start.iter().map(Tensor::zeros_like).collect() } else { Vec::new() };
         let velocity = zeros(sgd.cfg.momentum > 0.0 || adam);
         let second = zeros(adam);
+        let adan = (sgd.cfg.optimizer == Optimizer::Adan).then(|| AdanMoments::new(&start, sgd.cfg.adan_betas, device));
         let masked = sgd.cfg.masking == Masking::Gradient;
         let grad_mask = (0..names.len())
             .map(|i| {
@@ -470,7 +487,12 @@ impl SgdCohort {
             decay: cfg.lr_decay,
             delay_scaling: cfg.delay_scaling,
             delay_alpha: cfg.delay_alpha,
-            adam_betas: adam.then_some((cfg.betas[0], cfg.betas[1])),
+            moments: match cfg.optimizer {
+                Optimizer::Sgd => Moments::None,
+                Optimizer::Adam => Moments::Adam(cfg.betas[0], cfg.betas[1]),
+                Optimizer::Adan => Moments::Adan(cfg.adan_betas[0], cfg.adan_betas[1], cfg.adan_betas[2]),
+            },
+            decoupled_decay: if cfg.optimizer == Optimizer::Adan { cfg.weight_decay } else { 0.0 },
             reset_each_epoch: cfg.reset_each_epoch,
         };
         let clients: Vec<ClientRates> = order
@@ -487,6 +509,7 @@ impl SgdCohort {
                 .map(|v| Tensor::from(v as f32).to_device(device)),
             velocity,
             second,
+            adan,
             rates,
             stopping,
             trainable: model.structure().trainable(),
@@ -658,6 +681,8 @@ impl SgdCohort {
         }
         let keep = self.rates.keep.as_ref().map(row);
         let inv_sqrt_bias2 = self.rates.inv_sqrt_bias2.as_ref().map(row);
+        let diff_weight = self.rates.diff_weight.as_ref().map(row);
+        let shrink = self.rates.shrink.as_ref().map(row);
         for (i, g) in grads.into_iter().enumerate() {
             if !g.defined() {
                 continue; // A tensor the loss does not reach does not move.
@@ -665,7 +690,7 @@ impl SgdCohort {
             let mut g = if g.is_contiguous() { g } else { g.contiguous() };
             let mut p = self.params[i].narrow(0, 0, k);
             let dims = p.dim();
-            if self.cfg.weight_decay > 0.0 {
+            if self.cfg.weight_decay > 0.0 && self.adan.is_none() {
                 let _ = g.addcmul_(&p, decay);
             }
             if let Some(m) = &self.grad_mask[i] {
@@ -699,8 +724,27 @@ impl SgdCohort {
                     let denominator = v.sqrt() * per_client_view(scale, dims) + eps;
                     m / denominator
                 }
+                Optimizer::Adan => {
+                    let adan = self.adan.as_mut().expect("Adan keeps its moments");
+                    let view = |t: &Tensor| per_client_view(t, dims);
+                    let scale = inv_sqrt_bias2.as_ref().expect("Adan has its bias corrections");
+                    let diff_weight = diff_weight.as_ref().expect("Adan weighs its difference moment");
+                    adan.direction(
+                        i,
+                        k,
+                        &g,
+                        t == 0,
+                        keep.as_ref().map(view).as_ref(),
+                        &view(diff_weight),
+                        &view(scale),
+                        eps,
+                    )
+                }
             };
             let _ = p.addcmul_(&direction, &per_client_view(&step, dims));
+            if let Some(shrink) = &shrink {
+                p *= per_client_view(shrink, dims);
+            }
         }
     }
 }
