@@ -89,6 +89,12 @@ pub trait Aggregator: Send {
     /// `updates`; see the trait's contract.
     fn aggregate(&mut self, global: &ParamSet, updates: &[ClientUpdate], ctx: &AggregateCtx) -> Result<ParamSet>;
 
+    /// Model-sized copies it keeps among `clients` clients, for the memory check before the
+    /// run (FedASMU's last merge of every device): 0 by default.
+    fn model_copies(&self, _clients: usize) -> u64 {
+        0
+    }
+
     /// Scalar diagnostics for the metrics log (name, value), read at each evaluation.
     fn diagnostics(&self) -> Vec<(String, f64)> {
         Vec::new()

@@ -205,6 +205,11 @@ impl Aggregator for StalenessLearned {
         Ok(w)
     }
 
+    /// One Δ_m per device.
+    fn model_copies(&self, clients: usize) -> u64 {
+        clients as u64
+    }
+
     /// α of the latest merge, the devices' mean λ, σ and ι (over the devices that have
     /// uploaded; the initial values before any), and each device's α at its last merge
     /// (`alpha.<device>`): the learned controls' traces, per evaluation.

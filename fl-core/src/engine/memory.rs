@@ -7,7 +7,8 @@
 //! started from and its result (trained model, then update); for each job training at the same
 //! moment (the workers' cohorts) its parameters, gradients and optimizer state; and the
 //! per-client state the trainer keeps between a client's jobs (FedDyn's gradient estimate,
-//! MOON's previous model: one copy per client; ASO-Fed's two). Datasets are already loaded when
+//! MOON's previous model: one copy per client; ASO-Fed's two), and the aggregator's (FedASMU's
+//! last merge of every device). Datasets are already loaded when
 //! the check runs, and activations are left out (they scale with the batch, not the model), so
 //! the estimate is a floor for what it counts, not a bound. Jobs of one synchronous round
 //! share their start version, so there it errs high: measured (release build, CPU, one worker;
@@ -35,6 +36,8 @@ pub struct Plan {
     pub training: usize,
     /// Model-sized copies of per-client state, all clients together.
     pub client_copies: u64,
+    /// Model-sized copies the aggregator keeps.
+    pub aggregator_copies: u64,
 }
 
 impl Plan {
@@ -44,6 +47,22 @@ impl Plan {
             + JOB_COPIES * self.in_flight as u64
             + TRAINING_COPIES * self.training.min(self.in_flight) as u64
             + self.client_copies
+            + self.aggregator_copies
+    }
+
+    /// The plan in words for the run log: the copies it counts, what each is and the total.
+    pub fn describe(&self, elements: Option<u64>) -> String {
+        let training = self.training.min(self.in_flight) as u64;
+        let copy_mb = elements.map_or(f64::INFINITY, |n| n as f64 * 4.0 / 1e6);
+        format!(
+            "memory plan: {} model copies of {copy_mb:.2} MB, {:.3} GB (server {SERVER_COPIES}, jobs in flight \
+             {JOB_COPIES}×{}, training {TRAINING_COPIES}×{training}, client state {}, aggregator {})",
+            self.copies(),
+            copy_mb * self.copies() as f64 / 1e3,
+            self.in_flight,
+            self.client_copies,
+            self.aggregator_copies
+        )
     }
 }
 
@@ -95,7 +114,7 @@ mod tests {
     use crate::Error;
 
     fn plan(in_flight: usize, training: usize, client_copies: u64) -> Plan {
-        Plan { in_flight, training, client_copies }
+        Plan { in_flight, training, client_copies, aggregator_copies: 0 }
     }
 
     #[test]
@@ -119,5 +138,13 @@ mod tests {
         let err = check(None, plan(1, 1, 0), None).unwrap_err().to_string();
         assert!(err.contains("more than 2^64"), "{err}");
         assert!(check(Some(u64::MAX / 2), plan(1, 1, 0), Some(1e12)).is_err());
+        // An aggregator's 100 copies (FedASMU's Δ per device) count as the clients' do.
+        let fedasmu = Plan { aggregator_copies: 100, ..plan(10, 2, 0) };
+        assert!(check(Some(1_000_000), fedasmu, Some(0.5119)).is_err());
+        assert_eq!(
+            fedasmu.describe(Some(1_000_000)),
+            "memory plan: 128 model copies of 4.00 MB, 0.512 GB (server 2, jobs in flight 2×10, training 3×2, \
+             client state 0, aggregator 100)"
+        );
     }
 }

@@ -133,8 +133,10 @@ impl Simulation {
             // The workers' cohorts train at the same moment.
             training: workers.max(1).saturating_mul(cohort_cap),
             client_copies: trainer.client_state_copies() * partition.len() as u64,
+            aggregator_copies: aggregator.model_copies(partition.len()),
         };
         memory::check(model.structure().elements(), plan, run.memory_budget_gb)?;
+        let memory_note = plan.describe(model.structure().elements());
         if let Some(c) = partition.iter().position(Vec::is_empty) {
             return Err(EngineError::EmptyClient { client: c }.into());
         }
@@ -155,7 +157,7 @@ impl Simulation {
         if global.shapes() != shapes {
             return Err(EngineError::InitShapes.into());
         }
-        let mut unsaid = Vec::new();
+        let mut unsaid = vec![memory_note.as_str()];
         if cohorts && !trainer.batches() {
             unsaid.push("the trainer cannot batch clients: every job trains alone (a cohort of one)");
         }
