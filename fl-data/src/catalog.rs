@@ -1,7 +1,8 @@
 //! The file-based image datasets this crate knows, with what differs between them: name,
 //! default directory, reader, shape, classes and normalisation constants; and the list of every
 //! dataset name (the text datasets `agnews` and `imdb` live in [`crate::agnews`] and
-//! [`crate::imdb`]).
+//! [`crate::imdb`], and `imagenet`, whose shape and classes are parameters, in
+//! [`crate::imagenet`]).
 //!
 //! One table keeps the dataset components, `fl data info` and `fl data fetch` in agreement.
 
@@ -15,8 +16,8 @@ use crate::tiny_imagenet::{self, TINY_CLASSES, TINY_IMAGENET};
 
 /// Every dataset name `fl data info` and `fl data fetch` accept (the registered dataset
 /// components have the same names).
-pub const DATASET_NAMES: [&str; 8] =
-    ["mnist", "fashion-mnist", "cifar10", "cifar100", "tiny-imagenet", "agnews", "imdb", "synthetic"];
+pub const DATASET_NAMES: [&str; 9] =
+    ["mnist", "fashion-mnist", "cifar10", "cifar100", "tiny-imagenet", "imagenet", "agnews", "imdb", "synthetic"];
 
 /// The error for a dataset name outside [`DATASET_NAMES`].
 pub fn unknown_dataset(name: &str) -> DataError {

@@ -110,7 +110,7 @@ fn read_records(path: &Path, bounds: &[(&str, usize)], keep: usize) -> Result<Ra
                 ));
             }
         }
-        labels.push(r[keep]);
+        labels.push(u16::from(r[keep]));
         pixels.extend_from_slice(&r[label_bytes..]);
     }
     Ok(RawImages { pixels, labels, channels: 3, rows: 32, cols: 32 })

@@ -57,6 +57,25 @@ pub enum DataError {
         /// The update's failure.
         update: Box<DataError>,
     },
+    /// More files of a split fail to decode than its `max_bad_fraction` allows.
+    #[error(
+        "{what}: {bad} of {total} files do not decode, more than max_bad_fraction = {max_bad_fraction} allows \
+         ({allowed}); the first: {first}"
+    )]
+    TooManyUndecodable {
+        /// The dataset and split, e.g. `imagenet train`.
+        what: String,
+        /// The failures found (decoding stops once they exceed the allowance).
+        bad: usize,
+        /// The files of the split.
+        total: usize,
+        /// `max_bad_fraction`.
+        max_bad_fraction: f64,
+        /// The failures allowed: `⌊max_bad_fraction × total⌋`.
+        allowed: usize,
+        /// The failure of the first file in reading order among those found.
+        first: Box<DataError>,
+    },
     /// More samples asked for than a split holds.
     #[error("{split}: asked for the first {asked} samples, only {have} exist")]
     TooFewSamples {
@@ -234,11 +253,11 @@ mod tests {
 
     #[test]
     fn a_data_error_survives_conversion_into_fl_core_error() {
-        let original = crate::catalog::unknown_dataset("imagenet");
+        let original = crate::catalog::unknown_dataset("imagenet-21k");
         let message = original.to_string();
         let converted = fl_core::Error::from(original);
         assert_eq!(converted.to_string(), message);
-        assert!(matches!(data_error(&converted), DataError::UnknownDataset { name, .. } if name == "imagenet"));
+        assert!(matches!(data_error(&converted), DataError::UnknownDataset { name, .. } if name == "imagenet-21k"));
 
         let missing = std::io::Error::from(std::io::ErrorKind::NotFound);
         let converted = fl_core::Error::from(DataError::io("/data/mnist/train-labels", missing));

@@ -10,7 +10,8 @@
 //! cannot be tested here) and check it by reading it back and counting the samples (the CIFAR
 //! site publishes MD5 sums only, the AG News mirror nothing). Tiny-ImageNet and IMDb have no
 //! fetcher: `fl data fetch` says whether they are in place, and if not, which archive to
-//! download and where to unpack it.
+//! download and where to unpack it. Neither has ImageNet, whose images are not redistributable:
+//! the message says so, and where to place the files in which layout.
 //!
 //! Every fetch records the SHA-256 of each file it installs in the dataset's `SHA256SUMS` (see
 //! [`crate::integrity`]), which `fl data info` and the loaders check.
@@ -30,6 +31,7 @@ use crate::agnews::{self, AGNEWS, AGNEWS_SIZES, AGNEWS_URL};
 use crate::catalog::ImageDataset;
 use crate::cifar::{self, Cifar100Labels};
 use crate::error::{DataError, Result};
+use crate::imagenet::{self, IMAGENET};
 use crate::imdb::{self, IMDB};
 use crate::integrity;
 use crate::tiny_imagenet::{self, TINY_IMAGENET};
@@ -83,6 +85,10 @@ pub fn fetch(name: &str, data_dir: &Path) -> Result<FetchOutcome> {
         TINY_IMAGENET => {
             let dir = tiny_imagenet::default_dir(data_dir);
             tiny_imagenet::locate(&dir).map(|_| present(name, dir))
+        }
+        IMAGENET => {
+            let dir = imagenet::default_dir(data_dir);
+            imagenet::locate(&dir).map(|_| present(name, dir))
         }
         IMDB => {
             let dir = imdb::default_dir(data_dir);
@@ -491,9 +497,9 @@ mod tests {
     #[test]
     fn unknown_names_are_errors_listing_the_known_ones() {
         let dir = tempfile::tempdir().unwrap();
-        let err = fetch("imagenet", dir.path()).unwrap_err().to_string();
+        let err = fetch("imagenet-21k", dir.path()).unwrap_err().to_string();
         assert!(
-            err.contains("mnist, fashion-mnist, cifar10, cifar100, tiny-imagenet, agnews, imdb, synthetic"),
+            err.contains("mnist, fashion-mnist, cifar10, cifar100, tiny-imagenet, imagenet, agnews, imdb, synthetic"),
             "{err}"
         );
     }

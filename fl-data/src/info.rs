@@ -3,6 +3,9 @@
 //! their recorded SHA-256 sums. It reads the files with the same readers and checks as the
 //! loaders (so "present" means "loads") but builds no tensors. Tiny-ImageNet and IMDb go through
 //! their caches (IMDb's of the default `max_vocab` and `seq_len`): the first `info` builds them.
+//! ImageNet is the exception: decoding its 1.3 million JPEGs at some resolution just to count
+//! them would take hours and more memory than a machine has, so its `info` lists the files of
+//! every class in both splits, checking the layout, and counts them without decoding.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -10,6 +13,7 @@ use std::path::{Path, PathBuf};
 use crate::agnews::{self, AGNEWS, AGNEWS_CLASSES};
 use crate::catalog::{ImageDataset, unknown_dataset};
 use crate::error::{DataError, Result};
+use crate::imagenet::{self, IMAGENET};
 use crate::imdb::{self, IMDB, IMDB_CLASSES, ImdbConfig};
 use crate::integrity::{self, Integrity};
 use crate::synthetic::SyntheticConfig;
@@ -72,6 +76,27 @@ pub fn info(name: &str, data_dir: &Path) -> Result<DatasetInfo> {
         };
         let looked_in = agnews::candidates(&dir).to_vec();
         return Ok(DatasetInfo { name: name.into(), looked_in, classes: AGNEWS_CLASSES, state });
+    }
+    if name == IMAGENET {
+        let dir = imagenet::default_dir(data_dir);
+        let listed = integrity::check(&dir).and_then(|i| {
+            let root = imagenet::locate(&dir)?;
+            Ok((imagenet::list(&root, &imagenet::class_dirs(&root)?)?, i))
+        });
+        let (classes, state) = match listed {
+            Ok((listing, integrity)) => (
+                listing.wnids.len(),
+                DataState::Present {
+                    train: listing.train.len(),
+                    test: listing.val.len(),
+                    train_per_class: listing.train_per_class(),
+                    verified_files: verified(integrity),
+                },
+            ),
+            Err(e) => (imagenet::IMAGENET_CLASSES, failed(e)),
+        };
+        let looked_in = imagenet::candidates(&dir).to_vec();
+        return Ok(DatasetInfo { name: name.into(), looked_in, classes, state });
     }
     if name == IMDB {
         let dir = imdb::default_dir(data_dir);

@@ -71,5 +71,6 @@ fn read_split(images: &Path, labels: &Path) -> Result<RawImages> {
     if let Some((i, &l)) = labels_v.iter().enumerate().find(|(_, l)| **l >= 10) {
         return Err(DataError::format(labels, "labels in 0..10", format!("{l} at position {i}")));
     }
-    Ok(RawImages { pixels: im.pixels, labels: labels_v, channels: 1, rows: 28, cols: 28 })
+    let labels = labels_v.into_iter().map(u16::from).collect();
+    Ok(RawImages { pixels: im.pixels, labels, channels: 1, rows: 28, cols: 28 })
 }

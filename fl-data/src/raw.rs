@@ -1,5 +1,6 @@
-//! Images as the readers return them (u8 pixels, channel-major per sample, and u8 labels),
-//! and their one conversion into normalised device tensors.
+//! Images as the readers return them (u8 pixels, channel-major per sample, and u16 labels, since
+//! ImageNet has more classes than a byte holds), and their one conversion into normalised device
+//! tensors.
 //!
 //! The readers stay pure Rust and tensor-free so that `fl data info` can count samples without
 //! libtorch work; the conversion happens once per load, as a handful of whole-tensor ops.
@@ -14,7 +15,7 @@ use crate::error::{DataError, Result};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RawImages {
     pub pixels: Vec<u8>,
-    pub labels: Vec<u8>,
+    pub labels: Vec<u16>,
     pub channels: usize,
     pub rows: usize,
     pub cols: usize,

@@ -219,7 +219,8 @@ fn decode_all(files: &[(PathBuf, u8)], what: &str) -> Result<RawImages> {
         pixels.extend_from_slice(&decode_jpeg(path)?);
         progress.tick();
     }
-    Ok(RawImages { pixels, labels: files.iter().map(|&(_, l)| l).collect(), channels: 3, rows: SIDE, cols: SIDE })
+    let labels = files.iter().map(|&(_, l)| u16::from(l)).collect();
+    Ok(RawImages { pixels, labels, channels: 3, rows: SIDE, cols: SIDE })
 }
 
 /// One split from its cache, or decoded (and cached) when the cache is absent, stale or damaged.
@@ -231,7 +232,8 @@ fn split(listing: &Listing, which: &str, cache_name: &str) -> Result<(RawImages,
     match found {
         Lookup::Hit(c) if c.sample_shape == shape => {
             if let Values::U8(pixels) = c.values {
-                let images = RawImages { pixels, labels: c.labels, channels: 3, rows: SIDE, cols: SIDE };
+                let labels = c.labels.into_iter().map(u16::from).collect();
+                let images = RawImages { pixels, labels, channels: 3, rows: SIDE, cols: SIDE };
                 return Ok((images, CacheUse::Read));
             }
             let found = Lookup::Damaged("u32 values instead of pixel bytes".into());
@@ -250,15 +252,16 @@ fn rebuild(listing: &Listing, which: &str, path: &Path, what: &str, found: Looku
     let files = if which == "train" { &listing.train } else { &listing.val };
     let images = decode_all(files, what)?;
     // The pixels move into the cache's struct and back (1.2 GB for the training split: no copy).
+    // Tiny-ImageNet's labels are below 200: one byte each in the cache.
     let cached = Cached {
-        labels: images.labels,
+        labels: images.labels.iter().map(|&l| l as u8).collect(),
         sample_shape: vec![3, SIDE, SIDE],
         values: Values::U8(images.pixels),
         extra: Vec::new(),
     };
     cache::store(path, what, &listing.fingerprint, &cached);
     let Values::U8(pixels) = cached.values else { unreachable!("built as bytes above") };
-    let images = RawImages { pixels, labels: cached.labels, channels: 3, rows: SIDE, cols: SIDE };
+    let images = RawImages { pixels, labels: images.labels, channels: 3, rows: SIDE, cols: SIDE };
     Ok((images, found.rebuild_use()))
 }
 

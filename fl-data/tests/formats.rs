@@ -85,7 +85,7 @@ fn mnist_directory_reads_raw_train_and_gzipped_test_files() {
     let s = mnist::read_mnist(dir.path(), mnist::MnistVariant::Mnist).unwrap();
     assert_eq!((s.train.len(), s.test.len()), (12, 5));
     assert_eq!((s.train.channels, s.train.rows, s.train.cols), (1, 28, 28));
-    assert_eq!(s.train.labels, (0..12).map(|i| (i % 10) as u8).collect::<Vec<_>>());
+    assert_eq!(s.train.labels, (0..12).map(|i| (i % 10) as u16).collect::<Vec<_>>());
     assert_eq!(s.test.pixels[784 * 4 + 100], mnist_pixel(4, 100));
 }
 
@@ -170,7 +170,7 @@ fn cifar10_reader_keeps_labels_and_plane_order() {
     let s = cifar::read_cifar10(dir.path()).unwrap();
     assert_eq!((s.train.len(), s.test.len()), (10, 3));
     // Batches are concatenated in order 1..5, so train record i is record i of the writer.
-    assert_eq!(s.train.labels, (0..10).map(|i| (i % 10) as u8).collect::<Vec<_>>());
+    assert_eq!(s.train.labels, (0..10).map(|i| (i % 10) as u16).collect::<Vec<_>>());
     assert_eq!(s.test.labels, vec![0, 1, 2]);
     assert_eq!(&s.train.pixels[3072 * 7..3072 * 8], cifar_pixels(7).as_slice());
 }
@@ -302,7 +302,7 @@ fn info_reports_counts_per_class_and_missing_datasets() {
     assert!(matches!(missing.state, fl_data::DataState::Missing(_)));
     assert_eq!(missing.looked_in.len(), 2);
     assert!(missing.to_string().contains("status:   missing"));
-    assert!(fl_data::info("imagenet", data_dir.path()).unwrap_err().to_string().contains("known datasets: mnist"));
+    assert!(fl_data::info("imagenet-21k", data_dir.path()).unwrap_err().to_string().contains("known datasets: mnist"));
     assert!(matches!(fl_data::info("synthetic", data_dir.path()).unwrap().state, fl_data::DataState::Generated(_)));
 }
 
