@@ -3,8 +3,9 @@
 //! libtorch 2.11.0 comes from the PyPI wheel `torch==2.11.0` (it carries the CUDA libraries,
 //! so the same build runs on a GPU machine), installed with pip into the user cache outside the
 //! checkout, where every clone reuses it. `.libtorch` in the workspace links to it; cargo's
-//! `[env]` points `LIBTORCH` there unless the user set `LIBTORCH` themselves. MNIST is fetched
-//! into the data cache by the `fl` binary itself.
+//! `[env]` points `LIBTORCH` there unless the user set `LIBTORCH` themselves. MNIST and
+//! Fashion-MNIST (the fedasmu smoke reproduction's data) are fetched into the data cache by the
+//! `fl` binary itself.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -18,8 +19,10 @@ pub const TORCH_VERSION: &str = "2.11.0";
 pub fn run() -> Result<()> {
     let libtorch = ensure_libtorch()?;
     eprintln!("libtorch: {}", libtorch.display());
-    run_cmd(cargo().args(["run", "--release", "--quiet", "-p", "fl-cli", "--", "data", "fetch", "mnist"]))
-        .context("fetching MNIST")?;
+    for dataset in ["mnist", "fashion-mnist"] {
+        run_cmd(cargo().args(["run", "--release", "--quiet", "-p", "fl-cli", "--", "data", "fetch", dataset]))
+            .with_context(|| format!("fetching {dataset}"))?;
+    }
     Ok(())
 }
 
