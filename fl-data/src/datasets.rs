@@ -18,7 +18,7 @@
 //! - `verify`: check the files against their recorded SHA-256 sums before reading them
 //!   (default true; see [`crate::integrity`]). `false` trusts them as they are.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use fl_core::registry::{Builder, Component, DataContext, Params, defaults_of};
 use fl_core::{DataSpec, FederatedData, InvalidKey, Result};
@@ -28,7 +28,7 @@ use smart_default::SmartDefault;
 use crate::catalog::ImageDataset;
 use crate::cifar::Cifar100Labels;
 use crate::integrity;
-use crate::raw::Normalization;
+use crate::raw::{Normalization, RawSplits};
 
 /// Parameters of `mnist`, `fashion-mnist`, `cifar10` and `tiny-imagenet`.
 #[derive(Debug, Clone, PartialEq, SmartDefault, Serialize, Deserialize)]
@@ -72,22 +72,18 @@ pub struct Cifar100Config {
     pub verify: bool,
 }
 
-/// Reads `dataset` from `dir` (default `<ctx.data_dir>/<name>`), keeps the first samples as
-/// asked, and puts both splits on `ctx.device`.
-pub fn load_image_dataset(
-    dataset: ImageDataset,
-    cfg: &ImageDatasetConfig,
+/// Keeps the first `train_samples` and `test_samples` of `splits` (read from `dir`), when set;
+/// asking for more than a split has is an error naming the key.
+pub(crate) fn keep_first_samples(
+    splits: &mut RawSplits,
+    train_samples: Option<usize>,
+    test_samples: Option<usize>,
     params: &Params,
-    ctx: &DataContext,
-) -> Result<FederatedData> {
-    let dir = cfg.dir.clone().unwrap_or_else(|| dataset.default_dir(&ctx.data_dir));
-    if cfg.verify {
-        integrity::check(&dir)?;
-    }
-    let mut raw = dataset.read(&dir)?;
+    dir: &Path,
+) -> Result<()> {
     let limits = [
-        ("train_samples", "train", cfg.train_samples, &mut raw.train),
-        ("test_samples", "test", cfg.test_samples, &mut raw.test),
+        ("train_samples", "train", train_samples, &mut splits.train),
+        ("test_samples", "test", test_samples, &mut splits.test),
     ];
     for (key, which, keep, split) in limits {
         if let Some(n) = keep {
@@ -103,6 +99,23 @@ pub fn load_image_dataset(
             })?;
         }
     }
+    Ok(())
+}
+
+/// Reads `dataset` from `dir` (default `<ctx.data_dir>/<name>`), keeps the first samples as
+/// asked, and puts both splits on `ctx.device`.
+pub fn load_image_dataset(
+    dataset: ImageDataset,
+    cfg: &ImageDatasetConfig,
+    params: &Params,
+    ctx: &DataContext,
+) -> Result<FederatedData> {
+    let dir = cfg.dir.clone().unwrap_or_else(|| dataset.default_dir(&ctx.data_dir));
+    if cfg.verify {
+        integrity::check(&dir)?;
+    }
+    let mut raw = dataset.read(&dir)?;
+    keep_first_samples(&mut raw, cfg.train_samples, cfg.test_samples, params, &dir)?;
     let norm = |choice: NormalizationChoice| match choice {
         NormalizationChoice::DatasetStats => dataset.normalization(),
         NormalizationChoice::Half => {

@@ -72,8 +72,10 @@ use serde::{Deserialize, Serialize};
 use smart_default::SmartDefault;
 
 use crate::cache::{self, CacheUse, Cached, Fingerprint, Lookup, Progress, Values};
-use crate::datasets::NormalizationChoice;
+use crate::datasets::{NormalizationChoice, keep_first_samples};
 use crate::error::{DataError, Result};
+pub use crate::jpeg_listing::Listing;
+use crate::jpeg_listing::is_jpeg_name;
 use crate::raw::{Normalization, RawImages, RawSplits};
 
 /// The dataset's name in the registry, the data directory and `fl data info`.
@@ -163,10 +165,6 @@ pub fn locate(dir: &Path) -> Result<PathBuf> {
     })
 }
 
-fn is_jpeg_name(path: &Path) -> bool {
-    path.extension().is_some_and(|e| ["jpeg", "jpg"].iter().any(|j| e.eq_ignore_ascii_case(j)))
-}
-
 /// The names of the directories in `dir`, sorted, and how many JPEG files lie directly in it.
 fn subdirs_and_jpegs(dir: &Path) -> Result<(Vec<String>, usize)> {
     let mut names = Vec::new();
@@ -210,29 +208,6 @@ pub fn choose_classes(all: &[String], classes: Option<usize>, class_seed: u64) -
     let mut chosen = rand::seq::index::sample(&mut rng, all.len(), k).into_vec();
     chosen.sort_unstable();
     Ok(chosen.into_iter().map(|i| all[i].clone()).collect())
-}
-
-/// The files of both splits of the kept classes, with their labels.
-#[derive(Debug, Clone)]
-pub struct Listing {
-    pub root: PathBuf,
-    /// The kept classes, sorted: label `k` is `wnids[k]`.
-    pub wnids: Vec<String>,
-    pub train: Vec<(PathBuf, u16)>,
-    pub val: Vec<(PathBuf, u16)>,
-    /// Of the kept wnids and every listed file's path and size.
-    pub fingerprint: [u8; 32],
-}
-
-impl Listing {
-    /// Training files per kept class.
-    pub fn train_per_class(&self) -> Vec<usize> {
-        let mut counts = vec![0; self.wnids.len()];
-        for &(_, l) in &self.train {
-            counts[usize::from(l)] += 1;
-        }
-        counts
-    }
 }
 
 /// Lists the JPEGs of `kept` (sorted wnids, as [`choose_classes`] returns them) in both splits,
@@ -548,24 +523,7 @@ pub fn load_imagenet(cfg: &ImageNetConfig, params: &Params, ctx: &DataContext) -
         DataError::Key(key) => params.invalid_key(key),
         other => other.into(),
     })?;
-    let limits = [
-        ("train_samples", "train", cfg.train_samples, &mut read.splits.train),
-        ("test_samples", "test", cfg.test_samples, &mut read.splits.test),
-    ];
-    for (key, which, keep, split) in limits {
-        if let Some(n) = keep {
-            let available = split.len();
-            split.keep_first(n, which).map_err(|_| {
-                params.invalid_key(InvalidKey::new(
-                    key,
-                    format!(
-                        "asked for the first {n} samples, but the {which} split in {} has {available}",
-                        dir.display()
-                    ),
-                ))
-            })?;
-        }
-    }
+    keep_first_samples(&mut read.splits, cfg.train_samples, cfg.test_samples, params, &dir)?;
     let norm = match cfg.normalization {
         NormalizationChoice::DatasetStats => IMAGENET_NORMALIZATION,
         NormalizationChoice::Half => HALVES,

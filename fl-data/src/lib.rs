@@ -26,6 +26,7 @@ pub mod imagenet;
 pub mod imdb;
 pub mod info;
 pub mod integrity;
+pub mod jpeg_listing;
 pub mod mnist;
 pub mod partition;
 pub mod raw;

@@ -21,6 +21,8 @@ use std::path::{Path, PathBuf};
 
 use crate::cache::{self, CacheUse, Cached, Fingerprint, Lookup, Progress, Values};
 use crate::error::{DataError, Result};
+pub use crate::jpeg_listing::Listing;
+use crate::jpeg_listing::is_jpeg_name;
 use crate::raw::{RawImages, RawSplits};
 
 /// The dataset's name in the registry, the data directory and `fl data info`.
@@ -84,33 +86,6 @@ pub fn locate(dir: &Path) -> Result<PathBuf> {
     })
 }
 
-/// The files of both splits and their labels, as listed by the index files.
-#[derive(Debug, Clone)]
-pub struct Listing {
-    pub root: PathBuf,
-    /// The classes in order.
-    pub wnids: Vec<String>,
-    pub train: Vec<(PathBuf, u8)>,
-    pub val: Vec<(PathBuf, u8)>,
-    /// Of the index files' contents and every image's path and size.
-    pub fingerprint: [u8; 32],
-}
-
-impl Listing {
-    /// Training images per class.
-    pub fn train_per_class(&self) -> Vec<usize> {
-        let mut counts = vec![0; self.wnids.len()];
-        for &(_, l) in &self.train {
-            counts[usize::from(l)] += 1;
-        }
-        counts
-    }
-}
-
-fn is_jpeg_name(path: &Path) -> bool {
-    path.extension().is_some_and(|e| e.eq_ignore_ascii_case("jpeg") || e.eq_ignore_ascii_case("jpg"))
-}
-
 /// Reads `wnids.txt`, lists each class's training JPEGs and parses `val_annotations.txt`.
 pub fn list(root: &Path) -> Result<Listing> {
     let mut fp = Fingerprint::default();
@@ -151,7 +126,7 @@ pub fn list(root: &Path) -> Result<Listing> {
         files.sort();
         for path in files {
             fp.file(root, &path)?;
-            train.push((path, k as u8));
+            train.push((path, k as u16));
         }
     }
     let ann_path = root.join(VAL_ANNOTATIONS);
@@ -184,7 +159,7 @@ pub fn list(root: &Path) -> Result<Listing> {
             ));
         }
         fp.file(root, &path)?;
-        val.push((path, label as u8));
+        val.push((path, label as u16));
     }
     Ok(Listing { root: root.to_path_buf(), wnids, train, val, fingerprint: fp.finish() })
 }
@@ -212,14 +187,14 @@ pub fn decode_jpeg(path: &Path) -> Result<Vec<u8>> {
     Ok(planes)
 }
 
-fn decode_all(files: &[(PathBuf, u8)], what: &str) -> Result<RawImages> {
+fn decode_all(files: &[(PathBuf, u16)], what: &str) -> Result<RawImages> {
     let mut progress = Progress::start(format!("decoding {what} (once, into its cache)"), files.len());
     let mut pixels = Vec::with_capacity(files.len() * 3 * SIDE * SIDE);
     for (path, _) in files {
         pixels.extend_from_slice(&decode_jpeg(path)?);
         progress.tick();
     }
-    let labels = files.iter().map(|&(_, l)| u16::from(l)).collect();
+    let labels = files.iter().map(|&(_, l)| l).collect();
     Ok(RawImages { pixels, labels, channels: 3, rows: SIDE, cols: SIDE })
 }
 

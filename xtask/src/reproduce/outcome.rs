@@ -52,6 +52,10 @@ impl Outcome {
             serde_json::from_str(&text).with_context(|| format!("parsing {}", summary_path.display()))?;
         let (curve, server_loss) = read_metrics(&dir.join("metrics.csv"))?;
         let summary = file.summary;
+        let events_path = dir.join("events.jsonl");
+        let events =
+            std::fs::read_to_string(&events_path).with_context(|| format!("reading {}", events_path.display()))?;
+        let (diagnostics, traces) = (last_diagnostics(&events, &events_path)?, traces(&events, &events_path)?);
         Ok(Outcome {
             seed,
             best_accuracy: summary.best_accuracy,
@@ -62,8 +66,8 @@ impl Outcome {
             participation: summary.clients.iter().map(|c| c.jobs).collect(),
             curve,
             server_loss,
-            diagnostics: read_last_diagnostics(&dir.join("events.jsonl"))?,
-            traces: read_traces(&dir.join("events.jsonl"))?,
+            diagnostics,
+            traces,
         })
     }
 
@@ -108,8 +112,8 @@ fn read_metrics(path: &Path) -> Result<(Vec<Point>, Vec<f64>)> {
     Ok((curve, server_loss))
 }
 
-fn read_last_diagnostics(path: &Path) -> Result<BTreeMap<String, f64>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+/// The diagnostics of the last event of `text`, the event log at `path`.
+fn last_diagnostics(text: &str, path: &Path) -> Result<BTreeMap<String, f64>> {
     let Some(last) = text.lines().rev().find(|l| !l.trim().is_empty()) else {
         return Ok(BTreeMap::new());
     };
@@ -121,9 +125,9 @@ fn read_last_diagnostics(path: &Path) -> Result<BTreeMap<String, f64>> {
     Ok(diagnostics.iter().filter_map(|(k, v)| Some((k.clone(), v.as_f64()?))).collect())
 }
 
-/// The dotted diagnostics of every evaluation event, with its virtual time.
-fn read_traces(path: &Path) -> Result<Vec<(f64, BTreeMap<String, f64>)>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+/// The dotted diagnostics of every evaluation event of `text`, the event log at `path`, with
+/// its virtual time.
+fn traces(text: &str, path: &Path) -> Result<Vec<(f64, BTreeMap<String, f64>)>> {
     let mut traces = Vec::new();
     for (i, line) in text.lines().enumerate().filter(|(_, l)| l.contains("\"eval\"") && l.contains('.')) {
         let event: serde_json::Value =
