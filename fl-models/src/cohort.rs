@@ -11,6 +11,11 @@
 //! - [`global_avg_pool`]: the grouped layout averaged over H×W, back to `[C, B, ch]`.
 //! - [`embedding`]: each client's lookup in its own table, as one lookup in the tables laid end
 //!   to end, with PyTorch's `padding_idx` semantics (that row gets no gradient).
+//! - [`tokens_linear`]: [`linear`] on token sequences `[C, B, T, in] → [C, B, T, out]`.
+//! - [`layer_norm`]: normalisation over the last dimension with each client's affine pair.
+//! - [`attention`]: multi-head scaled dot-product attention of every client's sequences as one
+//!   fused kernel over the `C·B` sequences (the head count follows from the tensors, so a
+//!   sub-model with fewer heads runs as is).
 
 use fl_core::Mode;
 use tch::{Kind, Tensor};
@@ -158,6 +163,45 @@ pub fn embedding(table: &Tensor, ids: &Tensor, padding_idx: i64) -> Tensor {
     let rows = Tensor::embedding(&table.reshape([c * v, dim]), &(ids + offsets), -1, false, false);
     let padding = ids.eq(padding_idx).unsqueeze(-1);
     rows.detach().where_self(&padding, &rows)
+}
+
+/// [`linear`] applied to every token: `x` `[C, B, T, in]` (any dimensions between the client
+/// and the features), `w` `[C, out, in]`, `b` `[C, out]` → `[C, B, T, out]`.
+pub fn tokens_linear(x: &Tensor, w: &Tensor, b: &Tensor) -> Tensor {
+    let size = x.size();
+    let (c, inp) = (size[0], size[size.len() - 1]);
+    let mut out_size = size.clone();
+    *out_size.last_mut().expect("x has a feature dimension") = w.size()[1];
+    linear(&x.reshape([c, -1, inp]), w, b).reshape(out_size.as_slice())
+}
+
+/// `nn.LayerNorm(D, eps)` of every client: `x` `[C, ..., D]` normalised over its last
+/// dimension, then scaled and shifted by the client's `weight`, `bias` `[C, D]`.
+pub fn layer_norm(x: &Tensor, weight: &Tensor, bias: &Tensor, eps: f64) -> Tensor {
+    let size = x.size();
+    let d = size[size.len() - 1];
+    let mut affine_shape = vec![size[0]];
+    affine_shape.resize(size.len() - 1, 1);
+    affine_shape.push(d);
+    let normed = x.layer_norm([d], None::<Tensor>, None::<Tensor>, eps, true);
+    normed * weight.reshape(affine_shape.as_slice()) + bias.reshape(affine_shape.as_slice())
+}
+
+/// Multi-head attention of every client's sequences: `q`, `k`, `v` `[C, B, T, H·head_dim]`
+/// (the projections, heads laid out one after another along the last dimension) →
+/// `softmax(q kᵀ / √head_dim) v` per head, heads concatenated back, `[C, B, T, H·head_dim]`.
+/// The `C·B` sequences go through one `scaled_dot_product_attention` call (a fused kernel
+/// where libtorch has one), without dropout.
+pub fn attention(q: &Tensor, k: &Tensor, v: &Tensor, head_dim: i64) -> Tensor {
+    let [c, b, t, width] = q.size()[..] else {
+        panic!("attention: expected [C, B, T, H·head_dim], got {:?}", q.size())
+    };
+    assert_eq!(width % head_dim, 0, "attention: width {width} is not a multiple of head_dim {head_dim}");
+    let heads = width / head_dim;
+    let split = |x: &Tensor| x.reshape([c * b, t, heads, head_dim]).transpose(1, 2);
+    let out =
+        Tensor::scaled_dot_product_attention(&split(q), &split(k), &split(v), None::<Tensor>, 0.0, false, None, false);
+    out.transpose(1, 2).reshape([c, b, t, width])
 }
 
 #[cfg(test)]

@@ -19,6 +19,10 @@ pub(crate) enum Fill {
     Uniform {
         bound: f64,
     },
+    /// N(0, std²) (timm's ViT weights and embeddings).
+    Normal {
+        std: f64,
+    },
     Zeros,
     Ones,
     /// `nn.Embedding`: N(0, 1) with the row `padding_idx` zeroed.
@@ -39,6 +43,12 @@ pub(crate) struct Layout {
 }
 
 impl Layout {
+    /// A trainable tensor `name` of `shape`, filled as `fill` says, its FLOPs counted at
+    /// `positions`; returns its index.
+    pub fn tensor(&mut self, name: &str, shape: impl Into<Vec<i64>>, fill: Fill, positions: i64) -> usize {
+        self.push(TensorSpec::new(name, shape), fill, positions)
+    }
+
     fn push(&mut self, spec: TensorSpec, fill: Fill, positions: i64) -> usize {
         self.tensors.push(spec);
         self.fills.push(fill);
@@ -80,6 +90,22 @@ impl Layout {
         self.weight(name, vec![out, inp], Bias::With, 1)
     }
 
+    /// A linear layer `[out, in]` with weight N(0, std²) and a zero bias (timm's ViT), counted
+    /// at `positions` (the tokens it is applied to); returns the weight's index.
+    pub fn linear_normal(&mut self, name: &str, out: i64, inp: i64, positions: i64, std: f64) -> usize {
+        let w = self.tensor(&format!("{name}.weight"), [out, inp], Fill::Normal { std }, positions);
+        self.tensor(&format!("{name}.bias"), [out], Fill::Zeros, positions);
+        w
+    }
+
+    /// LayerNorm over `d` features: weight (1) and bias (0), no FLOPs counted. Returns the
+    /// weight's index.
+    pub fn layer_norm(&mut self, name: &str, d: i64) -> usize {
+        let w = self.tensor(&format!("{name}.weight"), [d], Fill::Ones, 0);
+        self.tensor(&format!("{name}.bias"), [d], Fill::Zeros, 0);
+        w
+    }
+
     /// BatchNorm over `ch` channels: weight (1), bias (0), running mean (0) and variance (1)
     /// buffers; the affine pair costs a FLOP per output element each. Returns the indices.
     pub fn batch_norm(&mut self, name: &str, ch: i64, positions: i64) -> [usize; 4] {
@@ -115,6 +141,7 @@ impl Layout {
             .zip(&self.fills)
             .map(|(t, fill)| match *fill {
                 Fill::Uniform { bound } => init::uniform(rng, &t.shape, bound),
+                Fill::Normal { std } => init::normal(rng, &t.shape, std),
                 Fill::Zeros => Tensor::zeros(t.shape.as_slice(), (Kind::Float, Device::Cpu)),
                 Fill::Ones => Tensor::ones(t.shape.as_slice(), (Kind::Float, Device::Cpu)),
                 Fill::Embedding { padding_idx } => init::embedding(rng, &t.shape, Some(padding_idx)),

@@ -1,7 +1,7 @@
 //! `fl-models`: the model zoo (`mlp`, `lenet5`, asyncnc's `cnn3`, `resnet20` with BatchNorm,
-//! FedASMU's `cnn2`, `alexnet` and `vgg11` (BatchNorm), and the text classifiers `fasttext` and
-//! `textcnn`, which take token ids). Each model is a pure function
-//! of its state (fl-core's [`fl_core::Model`]), written once in cohort form on the layers of
+//! FedASMU's `cnn2`, `alexnet` and `vgg11` (BatchNorm), the Vision Transformer `vit`, and
+//! the text classifiers `fasttext` and `textcnn`, which take token ids). Each model is a pure
+//! function of its state (fl-core's [`fl_core::Model`]), written once in cohort form on the layers of
 //! [`cohort`] (a lone model is a cohort of one): it exposes its tensors (parameters, and
 //! buffers such as BatchNorm's running statistics) and maskable unit groups, draws its
 //! initialisation from a host stream (PyTorch's defaults unless its paper says otherwise),
@@ -26,6 +26,7 @@ mod resnet20;
 mod testing;
 mod textcnn;
 mod vgg11;
+mod vit;
 
 pub use alexnet::{AlexNet, AlexNetConfig};
 pub use cnn2::{Cnn2, Cnn2Config};
@@ -36,3 +37,4 @@ pub use mlp::{DropoutPosition, Mlp, MlpConfig};
 pub use resnet20::{ResNet20, ResNet20Config};
 pub use textcnn::{TextCnn, TextCnnConfig};
 pub use vgg11::{Vgg11, Vgg11Config};
+pub use vit::{Vit, VitConfig, VitDims, VitPreset};
