@@ -117,3 +117,23 @@ inventory::submit! {
         origin: module_path!(),
     }
 }
+
+inventory::submit! {
+    Method {
+        name: "heterofl",
+        summary: "HeteroFL: synchronous rounds; each client trains the first share of every unit group (its level from its speed); elements averaged over the clients that trained them",
+        paper: "Diao, Ding and Tarokh, ICLR 2021",
+        preset: include_str!("../presets/heterofl.toml"),
+        origin: module_path!(),
+    }
+}
+
+inventory::submit! {
+    Method {
+        name: "fedrolex",
+        summary: "FedRolex: synchronous rounds; each client trains a window of every unit group rolling by one unit per round (its width from its speed); elements averaged over the clients that trained them",
+        paper: "Alam, Liu, Yan and Zhang, NeurIPS 2022",
+        preset: include_str!("../presets/fedrolex.toml"),
+        origin: module_path!(),
+    }
+}
