@@ -54,6 +54,7 @@ impl MlpWorkload {
                 model: Arc::clone(&self.model),
                 params,
                 grad_mask: None,
+                frozen: Vec::new(),
                 data: self.data.shallow_clone(),
                 indices: self.indices.shallow_clone(),
                 rng: rng::stream(seed, &[1]),

@@ -537,6 +537,23 @@ pub enum ShapeError {
         /// The dimension's size.
         size: i64,
     },
+    /// A depth window outside the model's blocks, or ending where it has no exit.
+    #[error(
+        "depth window {start}..{end}: the model has {blocks} blocks and early exits after {exits:?}; a window must be non-empty, within 0..{blocks}, and end at an exit or at the top"
+    )]
+    DepthWindow {
+        /// First block of the window.
+        start: usize,
+        /// One past its last block.
+        end: usize,
+        /// Blocks in the model.
+        blocks: usize,
+        /// Depths with an early exit.
+        exits: Vec<usize>,
+    },
+    /// A mask that drops a classifier tensor and leaves fewer than two tensors.
+    #[error("structured mask: the sub-model must keep at least two tensors (it ends in a classifier)")]
+    MaskDropsAll,
     /// Kept units for another number of unit groups than the structure has.
     #[error("mask_from_units: {entries} entries for {groups} unit groups")]
     UnitEntries {

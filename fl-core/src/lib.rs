@@ -43,7 +43,7 @@ pub use error::{
     EngineError, Error, InvalidKey, JobFailure, ModelError, RegistrationError, Result, ShapeError, TrainerError,
 };
 pub use from_config::{FromConfig, ModelFromConfig, NoParams, Validate};
-pub use mask::{Coverage, Mask, StructuredMask};
+pub use mask::{Coverage, Mask, StructuredMask, TensorRole};
 pub use mask_policy::{MaskCtx, MaskPolicy};
 pub use model::{Mode, Model, Training, forward_one};
 pub use params::ParamSet;
@@ -52,7 +52,7 @@ pub use registry::{Builder, Component, Method, Params, Registry};
 pub use scheduler::{JobStart, SchedCtx, Scheduler, SchedulingContext};
 pub use staleness::{StalenessCtx, StalenessFn};
 pub use state::{StateIn, StateOut};
-pub use structure::{Structure, TensorSpec, UnitGroup, UnitMember};
+pub use structure::{Depth, Structure, TensorSpec, UnitGroup, UnitMember};
 pub use trainer::{LocalTrainer, TrainJob, TrainOutcome};
 pub use update::ClientUpdate;
 

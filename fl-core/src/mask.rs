@@ -5,16 +5,40 @@
 //! that can be extracted, trained and scattered back (HeteroFL, FedRolex, Fed-RAA fragments).
 //! *Elementwise* masks keep individual elements as a 0/1 tensor (KDD'23 regions, PruneFL);
 //! the client trains the full-shaped tensor with masked gradients.
+//!
+//! A structured mask may also give each tensor a [`TensorRole`]: *trained* (the default),
+//! *frozen* (the client holds it and runs it forward, but computes no gradient for it and
+//! keeps no optimizer state: a depth window's blocks below the window) or *dropped* (the
+//! sub-model has no such tensor: the blocks above the window, the exits it does not end at).
+//! Frozen and dropped tensors are outside the mask: their delta is zero and no client covers
+//! them.
 
 use tch::{Device, Kind, Tensor};
 
 use crate::error::{Result, ShapeError};
 use crate::params::ParamSet;
 
-/// Kept indices per tensor and dimension; `None` keeps the whole dimension.
+/// What a job does with one tensor of the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TensorRole {
+    /// Held, run and trained (its kept part).
+    #[default]
+    Train,
+    /// Held and run forward, never trained: no gradient, no optimizer state, a zero delta.
+    Freeze,
+    /// Not part of the sub-model at all.
+    Drop,
+}
+
+/// Kept indices per tensor and dimension (`None` keeps the whole dimension), and optionally
+/// each tensor's [`TensorRole`].
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct StructuredMask {
     keep: Vec<Vec<Option<Vec<i64>>>>,
+    /// One role per tensor; empty: every tensor is trained.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    roles: Vec<TensorRole>,
 }
 
 /// The part of the model a client trains in a job.
@@ -32,7 +56,17 @@ impl StructuredMask {
     /// A mask from kept indices, `keep[tensor][dim]` (`None`: the whole dimension); check it
     /// with [`StructuredMask::validate`].
     pub fn new(keep: Vec<Vec<Option<Vec<i64>>>>) -> Self {
-        StructuredMask { keep }
+        StructuredMask { keep, roles: Vec::new() }
+    }
+
+    /// This mask with a role for each tensor (validated with the mask).
+    pub fn with_roles(self, roles: Vec<TensorRole>) -> Self {
+        StructuredMask { roles, ..self }
+    }
+
+    /// What the job does with tensor `tensor`.
+    pub fn role(&self, tensor: usize) -> TensorRole {
+        self.roles.get(tensor).copied().unwrap_or_default()
     }
 
     /// Kept indices of dimension `dim` of tensor `tensor` (`None`: all).
@@ -44,6 +78,13 @@ impl StructuredMask {
     pub fn validate(&self, shapes: &[Vec<i64>]) -> Result<()> {
         if self.keep.len() != shapes.len() {
             return Err(ShapeError::MaskTensors { mask: self.keep.len(), model: shapes.len() }.into());
+        }
+        if !self.roles.is_empty() && self.roles.len() != shapes.len() {
+            return Err(ShapeError::MaskTensors { mask: self.roles.len(), model: shapes.len() }.into());
+        }
+        // The sub-model still ends in a classifier: its last two held tensors.
+        if !self.roles.is_empty() && self.roles.iter().filter(|r| **r != TensorRole::Drop).count() < 2 {
+            return Err(ShapeError::MaskDropsAll.into());
         }
         for (t, (dims, shape)) in self.keep.iter().zip(shapes).enumerate() {
             if dims.len() != shape.len() {
@@ -85,17 +126,61 @@ impl Mask {
         matches!(self, Mask::Full)
     }
 
-    /// Shapes of the tensors a client trains under this mask.
+    /// The model tensors the sub-model holds, in order: all but the dropped ones.
+    pub fn held(&self, tensors: usize) -> Vec<usize> {
+        (0..tensors).filter(|&t| self.role(t) != TensorRole::Drop).collect()
+    }
+
+    /// What the job does with tensor `tensor` (trained, unless a structured mask says
+    /// otherwise).
+    pub fn role(&self, tensor: usize) -> TensorRole {
+        match self {
+            Mask::Structured(s) => s.role(tensor),
+            Mask::Full | Mask::Elementwise(_) => TensorRole::Train,
+        }
+    }
+
+    /// Per tensor of the sub-model (the [`Mask::held`] ones), whether the job freezes it.
+    pub fn frozen(&self, tensors: usize) -> Vec<bool> {
+        self.held(tensors).into_iter().map(|t| self.role(t) == TensorRole::Freeze).collect()
+    }
+
+    /// Shapes of the sub-model's tensors: one per held tensor, so fewer than `shapes` when
+    /// the mask drops some.
     pub fn sub_shapes(&self, shapes: &[Vec<i64>]) -> Vec<Vec<i64>> {
         match self {
-            Mask::Structured(s) => shapes.iter().enumerate().map(|(t, sh)| s.sub_shape(t, sh)).collect(),
+            Mask::Structured(s) => self.held(shapes.len()).into_iter().map(|t| s.sub_shape(t, &shapes[t])).collect(),
             Mask::Full | Mask::Elementwise(_) => shapes.to_vec(),
         }
     }
 
-    /// Number of kept (trained) elements per tensor.
+    /// Number of elements the client holds per model tensor (0 for a dropped one; a frozen
+    /// one counts: the client downloads it).
+    pub fn held_per_tensor(&self, shapes: &[Vec<i64>]) -> Vec<i64> {
+        match self {
+            Mask::Structured(s) => shapes
+                .iter()
+                .enumerate()
+                .map(|(t, sh)| match s.role(t) {
+                    TensorRole::Drop => 0,
+                    _ => s.sub_shape(t, sh).iter().product(),
+                })
+                .collect(),
+            _ => self.kept_per_tensor(shapes),
+        }
+    }
+
+    /// Number of kept (trained) elements per model tensor (0 for frozen and dropped ones).
     pub fn kept_per_tensor(&self, shapes: &[Vec<i64>]) -> Vec<i64> {
         match self {
+            Mask::Structured(s) => shapes
+                .iter()
+                .enumerate()
+                .map(|(t, sh)| match s.role(t) {
+                    TensorRole::Train => s.sub_shape(t, sh).iter().product(),
+                    TensorRole::Freeze | TensorRole::Drop => 0,
+                })
+                .collect(),
             Mask::Elementwise(ts) => ts
                 .iter()
                 .zip(shapes)
@@ -104,7 +189,7 @@ impl Mask {
                     None => sh.iter().product(),
                 })
                 .collect(),
-            _ => self.sub_shapes(shapes).iter().map(|s| s.iter().product()).collect(),
+            Mask::Full => shapes.iter().map(|s| s.iter().product()).collect(),
         }
     }
 
@@ -113,23 +198,29 @@ impl Mask {
         self.kept_per_tensor(shapes).iter().sum()
     }
 
-    /// The client's starting tensors: a sub-tensor per structured mask; for elementwise masks
-    /// the full-shaped tensor with masked-out elements set to 0 (the sub-model as a sparse
-    /// model: they take no part in the forward pass, and gradient masking keeps them at 0).
+    /// The client's starting tensors: for a structured mask the sub-tensor of each held tensor
+    /// (names kept, dropped tensors left out); for elementwise masks the full-shaped tensor
+    /// with masked-out elements set to 0 (the sub-model as a sparse model: they take no part in
+    /// the forward pass, and gradient masking keeps them at 0).
     pub fn extract(&self, params: &ParamSet) -> ParamSet {
         match self {
             Mask::Structured(s) => {
-                let mut t_idx = 0;
-                params.map(|t| {
-                    let mut out = t.shallow_clone();
-                    for d in 0..t.dim() {
-                        if let Some(k) = s.kept(t_idx, d) {
-                            out = out.index_select(d as i64, &Tensor::from_slice(k).to_device(t.device()));
+                let held = self.held(params.len());
+                let names = held.iter().map(|&t| params.names()[t].clone()).collect();
+                let tensors = held
+                    .iter()
+                    .map(|&t| {
+                        let full = &params.tensors()[t];
+                        let mut out = full.shallow_clone();
+                        for d in 0..full.dim() {
+                            if let Some(k) = s.kept(t, d) {
+                                out = out.index_select(d as i64, &Tensor::from_slice(k).to_device(full.device()));
+                            }
                         }
-                    }
-                    t_idx += 1;
-                    out
-                })
+                        out
+                    })
+                    .collect();
+                ParamSet::new(names, tensors).expect("one name per held tensor")
             }
             Mask::Elementwise(_) => self.scatter(params, &params.shapes()),
             Mask::Full => params.shallow_clone(),
@@ -137,8 +228,22 @@ impl Mask {
     }
 
     /// Places `sub` (shaped by [`Mask::sub_shapes`]) into zero tensors of the full `shapes`;
-    /// elements outside the mask are exactly zero.
+    /// elements outside the mask are exactly zero. (Frozen tensors are placed like trained
+    /// ones: a delta of a frozen tensor is zero because the job never moves it.)
+    ///
+    /// # Panics
+    /// If the mask drops tensors, whose names `sub` cannot give: use [`Mask::scatter_named`].
     pub fn scatter(&self, sub: &ParamSet, shapes: &[Vec<i64>]) -> ParamSet {
+        assert!(
+            self.held(shapes.len()).len() == shapes.len(),
+            "scatter: the mask drops tensors; scatter_named gives them their names"
+        );
+        self.scatter_named(sub, sub.names(), shapes)
+    }
+
+    /// [`Mask::scatter`] for any mask: the full model's tensors are called `names`, and a
+    /// dropped tensor is placed as zeros.
+    pub fn scatter_named(&self, sub: &ParamSet, names: &[String], shapes: &[Vec<i64>]) -> ParamSet {
         match self {
             Mask::Full => sub.shallow_clone(),
             Mask::Elementwise(ms) => {
@@ -153,11 +258,20 @@ impl Mask {
                 })
             }
             Mask::Structured(s) => {
-                let mut t_idx = 0;
-                sub.map(|t| {
-                    let full = &shapes[t_idx];
+                let held = self.held(shapes.len());
+                assert_eq!(
+                    held.len(),
+                    sub.len(),
+                    "scatter: a sub-model of {} tensors for a mask holding {}",
+                    sub.len(),
+                    held.len()
+                );
+                let (kind, device) =
+                    sub.tensors().first().map_or((Kind::Float, Device::Cpu), |t| (t.kind(), t.device()));
+                let mut placed: Vec<Option<Tensor>> = (0..shapes.len()).map(|_| None).collect();
+                for (&t_idx, t) in held.iter().zip(sub.tensors()) {
                     let mut out = t.shallow_clone();
-                    for (d, &n) in full.iter().enumerate() {
+                    for (d, &n) in shapes[t_idx].iter().enumerate() {
                         if let Some(k) = s.kept(t_idx, d) {
                             let mut size = out.size();
                             size[d] = n;
@@ -165,9 +279,14 @@ impl Mask {
                             out = Tensor::zeros(&size[..], (out.kind(), out.device())).index_copy(d as i64, &idx, &out);
                         }
                     }
-                    t_idx += 1;
-                    out
-                })
+                    placed[t_idx] = Some(out);
+                }
+                let tensors = placed
+                    .into_iter()
+                    .zip(shapes)
+                    .map(|(t, sh)| t.unwrap_or_else(|| Tensor::zeros(sh.as_slice(), (kind, device))))
+                    .collect();
+                ParamSet::new(names.to_vec(), tensors).expect("one name per tensor")
             }
         }
     }
@@ -182,11 +301,16 @@ impl Mask {
                 .zip(shapes)
                 .map(|(m, sh)| m.as_ref().map_or_else(|| ones(sh), |m| m.to_kind(Kind::Float).to_device(device)))
                 .collect(),
-            Mask::Structured(_) => {
-                let names = (0..shapes.len()).map(|i| i.to_string()).collect();
-                let sub = ParamSet::new(names, self.sub_shapes(shapes).iter().map(ones).collect())
-                    .expect("one name per tensor");
-                self.scatter(&sub, shapes).into_tensors()
+            Mask::Structured(s) => {
+                let held = self.held(shapes.len());
+                let names = held.iter().map(|i| i.to_string()).collect();
+                let covered = held.iter().zip(self.sub_shapes(shapes)).map(|(&t, sh)| match s.role(t) {
+                    TensorRole::Freeze => Tensor::zeros(sh.as_slice(), (Kind::Float, device)),
+                    _ => ones(&sh),
+                });
+                let sub = ParamSet::new(names, covered.collect()).expect("one name per held tensor");
+                let all: Vec<String> = (0..shapes.len()).map(|i| i.to_string()).collect();
+                self.scatter_named(&sub, &all, shapes).into_tensors()
             }
         }
     }

@@ -5,9 +5,14 @@
 //! goes (a hidden neuron is a row of `fc1.weight`, an entry of `fc1.bias` and a column of
 //! `fc2.weight`). Structured masks are built from kept units, so a physically smaller
 //! sub-model can be sliced out, trained and scattered back.
+//!
+//! A model made of a stack of blocks (a transformer) also tags each tensor with its
+//! [`Depth`], so that a *depth window* can be cut: blocks below it frozen, blocks in it
+//! trained, blocks above it dropped, the sub-model ending in the early exit at the window's
+//! top ([`Structure::depth_window`]).
 
 use crate::error::{Result, ShapeError};
-use crate::mask::{Mask, StructuredMask};
+use crate::mask::{Mask, StructuredMask, TensorRole};
 
 /// One tensor of a model: its name, full shape, and whether it is trained.
 #[derive(Debug, Clone, PartialEq)]
@@ -20,17 +25,40 @@ pub struct TensorSpec {
     /// running statistics). Buffers get no gradient and no optimizer step, but they are part
     /// of the model state: clients send them and aggregators average them.
     pub trainable: bool,
+    /// Where the tensor sits along the model's stack of blocks.
+    pub depth: Depth,
+}
+
+/// Where a tensor sits along a model's stack of blocks, for depth windows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Depth {
+    /// Below every block (embeddings), or in a model without blocks: always held, frozen
+    /// when a window starts above the first block.
+    #[default]
+    Stem,
+    /// Part of block `i` (0-based).
+    Block(usize),
+    /// Part of the early exit read after `d` blocks (a head of its own): held only by a
+    /// window ending there.
+    Exit(usize),
+    /// The final head, read after every block: held only by a window reaching the top.
+    Head,
 }
 
 impl TensorSpec {
     /// A trainable parameter.
     pub fn new(name: impl Into<String>, shape: impl Into<Vec<i64>>) -> Self {
-        TensorSpec { name: name.into(), shape: shape.into(), trainable: true }
+        TensorSpec { name: name.into(), shape: shape.into(), trainable: true, depth: Depth::Stem }
     }
 
     /// A buffer (see [`TensorSpec::trainable`]).
     pub fn buffer(name: impl Into<String>, shape: impl Into<Vec<i64>>) -> Self {
-        TensorSpec { name: name.into(), shape: shape.into(), trainable: false }
+        TensorSpec { name: name.into(), shape: shape.into(), trainable: false, depth: Depth::Stem }
+    }
+
+    /// This tensor at `depth`.
+    pub fn at(self, depth: Depth) -> Self {
+        TensorSpec { depth, ..self }
     }
 }
 
@@ -133,6 +161,65 @@ impl Structure {
             }
         }
         let mask = StructuredMask::new(keep);
+        mask.validate(&self.shapes())?;
+        Ok(Mask::Structured(mask))
+    }
+
+    /// Blocks in the model's stack (0 for a model without [`Depth::Block`] tensors).
+    pub fn blocks(&self) -> usize {
+        self.tensors
+            .iter()
+            .filter_map(|t| if let Depth::Block(i) = t.depth { Some(i + 1) } else { None })
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The depths after which the model has an early exit, ascending.
+    pub fn exits(&self) -> Vec<usize> {
+        let mut exits: Vec<usize> =
+            self.tensors.iter().filter_map(|t| if let Depth::Exit(d) = t.depth { Some(d) } else { None }).collect();
+        exits.sort_unstable();
+        exits.dedup();
+        exits
+    }
+
+    /// The role of every tensor in the depth window `window` of blocks: the stem and the blocks
+    /// below the window frozen (the stem trained when the window starts at block 0), the
+    /// window's blocks trained, the blocks above it dropped, and the sub-model reading out at
+    /// the window's top: through the early exit there, trained, or through the final head when
+    /// the window reaches the last block. Every other exit is dropped.
+    pub fn depth_window(&self, window: std::ops::Range<usize>) -> Result<Vec<TensorRole>> {
+        let blocks = self.blocks();
+        let exits = self.exits();
+        if window.is_empty() || window.end > blocks || (window.end < blocks && !exits.contains(&window.end)) {
+            return Err(ShapeError::DepthWindow { start: window.start, end: window.end, blocks, exits }.into());
+        }
+        Ok(self
+            .tensors
+            .iter()
+            .map(|t| match t.depth {
+                Depth::Stem if window.start > 0 => TensorRole::Freeze,
+                Depth::Stem => TensorRole::Train,
+                Depth::Block(i) if i < window.start => TensorRole::Freeze,
+                Depth::Block(i) if i < window.end => TensorRole::Train,
+                Depth::Block(_) => TensorRole::Drop,
+                Depth::Exit(d) if d == window.end => TensorRole::Train,
+                Depth::Exit(_) => TensorRole::Drop,
+                Depth::Head if window.end == blocks => TensorRole::Train,
+                Depth::Head => TensorRole::Drop,
+            })
+            .collect())
+    }
+
+    /// A sub-model: the depth window `window` ([`Structure::depth_window`]) with the kept units
+    /// of each group (`kept` as in [`Structure::mask_from_units`]; units of dropped blocks are
+    /// ignored).
+    pub fn submodel(&self, window: std::ops::Range<usize>, kept: &[Option<Vec<i64>>]) -> Result<Mask> {
+        let roles = self.depth_window(window)?;
+        let Mask::Structured(width) = self.mask_from_units(kept)? else {
+            unreachable!("mask_from_units is structured")
+        };
+        let mask = width.with_roles(roles);
         mask.validate(&self.shapes())?;
         Ok(Mask::Structured(mask))
     }

@@ -43,6 +43,9 @@ pub struct TrainJob {
     /// For elementwise masks: gradients are multiplied by these 0/1 tensors, so masked
     /// weights never move.
     pub grad_mask: Option<Vec<Option<Tensor>>>,
+    /// Per starting tensor, whether the job only runs it forward (a depth window's frozen
+    /// blocks): no gradient, no optimizer state, its value unchanged. Empty: none frozen.
+    pub frozen: Vec<bool>,
     /// The shared training set (shallow handles); the client's samples are `indices` into it.
     pub data: Dataset,
     /// The client's sample indices into `data`, `[n]` int64 on the compute device.
@@ -60,6 +63,30 @@ pub struct TrainJob {
     /// What the trainer kept of this client's previous job ([`TrainOutcome::state`]: FedDyn's
     /// gradient estimate, a previous model), on the compute device; none at its first job.
     pub state: Option<ParamSet>,
+}
+
+impl TrainJob {
+    /// What jobs must share to train as one cohort: their starting tensors' shapes and which
+    /// of them are frozen.
+    pub fn signature(&self) -> (Vec<Vec<i64>>, Vec<bool>) {
+        let frozen = if self.frozen.iter().any(|&f| f) { self.frozen.clone() } else { Vec::new() };
+        (self.params.shapes(), frozen)
+    }
+
+    /// Per starting tensor, whether the job trains it: not a buffer of the model (found by
+    /// name, since a sub-model may hold only some of its tensors) and not frozen.
+    pub fn trainable(&self) -> Vec<bool> {
+        let structure = self.model.structure();
+        self.params
+            .names()
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let buffer = structure.tensor_index(name).is_some_and(|t| !structure.tensors[t].trainable);
+                !buffer && !self.frozen.get(i).copied().unwrap_or(false)
+            })
+            .collect()
+    }
 }
 
 /// What a job returns to the engine.

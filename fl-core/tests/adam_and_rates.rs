@@ -38,6 +38,7 @@ fn job(params: ParamSet, indices: &[i64], delay: f64, seed: u64) -> TrainJob {
         model: Arc::new(TinyLinear::default()) as Arc<dyn Model>,
         params,
         grad_mask: None,
+        frozen: Vec::new(),
         data: tiny_dataset(),
         indices: Tensor::from_slice(indices),
         rng: rng::stream(seed, &[1]),

@@ -1,9 +1,11 @@
 //! Property tests of masks: coverage counts equal, element by element, the number of client
 //! masks that keep the element (computed independently on the host), and a structured mask's
-//! extract → scatter round trip keeps exactly the kept elements.
+//! extract → scatter round trip keeps exactly the kept elements, with tensors trained, frozen
+//! (held, never covered) or dropped (absent from the sub-model, zero when scattered back).
+//! Depth windows give each tensor of a stack of blocks its role.
 
 use fl_core::tch::{Device, Kind, Tensor};
-use fl_core::{Coverage, Mask, ParamSet, StructuredMask};
+use fl_core::{Coverage, Mask, ParamSet, StructuredMask, TensorRole};
 use proptest::prelude::*;
 
 /// Host-side description of a mask, from which both the tensor mask and the expected
@@ -11,8 +13,8 @@ use proptest::prelude::*;
 #[derive(Debug, Clone)]
 enum HostMask {
     Full,
-    /// Per tensor, per dim: kept indices (None: all).
-    Structured(Vec<Vec<Option<Vec<i64>>>>),
+    /// Per tensor, per dim: kept indices (None: all); per tensor its role (empty: trained).
+    Structured(Vec<Vec<Option<Vec<i64>>>>, Vec<TensorRole>),
     /// Per tensor: a 0/1 value per element (row-major).
     Elementwise(Vec<Vec<bool>>),
 }
@@ -29,11 +31,11 @@ fn subset(n: i64) -> impl Strategy<Value = Option<Vec<i64>>> {
 }
 
 fn mask_strategy(shapes: Vec<Vec<i64>>) -> impl Strategy<Value = HostMask> {
-    let structured = shapes
-        .iter()
-        .map(|s| s.iter().map(|&n| subset(n)).collect::<Vec<_>>())
-        .collect::<Vec<_>>()
-        .prop_map(HostMask::Structured);
+    let role = prop_oneof![Just(TensorRole::Train), Just(TensorRole::Freeze), Just(TensorRole::Drop)];
+    let roles = prop_oneof![Just(Vec::new()), prop::collection::vec(role, shapes.len())];
+    let structured =
+        (shapes.iter().map(|s| s.iter().map(|&n| subset(n)).collect::<Vec<_>>()).collect::<Vec<_>>(), roles)
+            .prop_map(|(keep, roles)| HostMask::Structured(keep, roles));
     let elementwise = shapes
         .iter()
         .map(|s| prop::collection::vec(any::<bool>(), s.iter().product::<i64>() as usize))
@@ -45,7 +47,9 @@ fn mask_strategy(shapes: Vec<Vec<i64>>) -> impl Strategy<Value = HostMask> {
 fn to_mask(m: &HostMask, shapes: &[Vec<i64>]) -> Mask {
     match m {
         HostMask::Full => Mask::Full,
-        HostMask::Structured(keep) => Mask::Structured(StructuredMask::new(keep.clone())),
+        HostMask::Structured(keep, roles) => {
+            Mask::Structured(StructuredMask::new(keep.clone()).with_roles(roles.clone()))
+        }
         HostMask::Elementwise(bits) => Mask::Elementwise(
             bits.iter()
                 .zip(shapes)
@@ -58,12 +62,31 @@ fn to_mask(m: &HostMask, shapes: &[Vec<i64>]) -> Mask {
     }
 }
 
-/// Whether element `flat` of tensor `t` is kept, from the host description alone.
+/// The role of tensor `t`, from the host description.
+fn role(m: &HostMask, t: usize) -> TensorRole {
+    match m {
+        HostMask::Structured(_, roles) => roles.get(t).copied().unwrap_or(TensorRole::Train),
+        _ => TensorRole::Train,
+    }
+}
+
+/// Whether element `flat` of tensor `t` is trained, from the host description alone.
+fn trains(m: &HostMask, t: usize, shape: &[i64], flat: i64) -> bool {
+    role(m, t) == TensorRole::Train && keeps(m, t, shape, flat)
+}
+
+/// Whether element `flat` of tensor `t` is in the sub-model (trained or frozen), from the host
+/// description alone.
+fn holds(m: &HostMask, t: usize, shape: &[i64], flat: i64) -> bool {
+    role(m, t) != TensorRole::Drop && keeps(m, t, shape, flat)
+}
+
+/// Whether element `flat` of tensor `t` is inside the kept indices, whatever its role.
 fn keeps(m: &HostMask, t: usize, shape: &[i64], flat: i64) -> bool {
     match m {
         HostMask::Full => true,
         HostMask::Elementwise(bits) => bits[t][flat as usize],
-        HostMask::Structured(keep) => {
+        HostMask::Structured(keep, _) => {
             let mut rest = flat;
             let mut coords = vec![0; shape.len()];
             for d in (0..shape.len()).rev() {
@@ -94,7 +117,7 @@ proptest! {
         for (t, (counts, shape)) in coverage.counts().iter().zip(&shapes).enumerate() {
             let got: Vec<f32> = Vec::try_from(&counts.flatten(0, -1)).unwrap();
             for (flat, g) in got.iter().enumerate() {
-                let want = masks.iter().filter(|m| keeps(m, t, shape, flat as i64)).count();
+                let want = masks.iter().filter(|m| trains(m, t, shape, flat as i64)).count();
                 prop_assert_eq!(*g as usize, want, "tensor {} element {}", t, flat);
             }
         }
@@ -117,15 +140,24 @@ proptest! {
             let mask = to_mask(m, &shapes);
             let sub = mask.extract(&params);
             prop_assert_eq!(sub.shapes(), mask.sub_shapes(&shapes));
+            let held = mask.held(shapes.len());
+            let names: Vec<&String> = held.iter().map(|&t| &params.names()[t]).collect();
+            prop_assert_eq!(sub.names().iter().collect::<Vec<_>>(), names, "the sub-model keeps the held tensors' names");
+            prop_assert_eq!(mask.frozen(shapes.len()), held.iter().map(|&t| role(m, t) == TensorRole::Freeze).collect::<Vec<_>>());
             if !matches!(m, HostMask::Elementwise(_)) {
-                prop_assert_eq!(mask.kept_params(&shapes), sub.numel() as i64);
+                prop_assert_eq!(mask.held_per_tensor(&shapes).iter().sum::<i64>(), sub.numel() as i64);
+                let trained: i64 = shapes.iter().enumerate()
+                    .map(|(t, s)| (0..s.iter().product::<i64>()).filter(|&f| trains(m, t, s, f)).count() as i64)
+                    .sum();
+                prop_assert_eq!(mask.kept_params(&shapes), trained);
             }
-            let back = mask.scatter(&sub, &shapes);
+            let back = mask.scatter_named(&sub, params.names(), &shapes);
+            prop_assert_eq!(back.names(), params.names());
             for (t, (b, p)) in back.tensors().iter().zip(params.tensors()).enumerate() {
                 let got: Vec<f32> = Vec::try_from(&b.flatten(0, -1)).unwrap();
                 let orig: Vec<f32> = Vec::try_from(&p.flatten(0, -1)).unwrap();
                 for (flat, (g, o)) in got.iter().zip(&orig).enumerate() {
-                    let want = if keeps(m, t, &shapes[t], flat as i64) { *o } else { 0.0 };
+                    let want = if holds(m, t, &shapes[t], flat as i64) { *o } else { 0.0 };
                     prop_assert_eq!(*g, want, "tensor {} element {}", t, flat);
                 }
             }
@@ -159,4 +191,66 @@ fn width_prefix_and_unit_masks_cover_the_right_rows_and_columns() {
     let fc2: Vec<f32> = Vec::try_from(&dense[2].flatten(0, -1)).unwrap();
     assert_eq!(fc2, vec![0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0]);
     assert!(s.mask_from_units(&[Some(vec![4])]).is_err(), "unit 4 of 4 is out of range");
+}
+
+/// A stack of three blocks (one tensor each) over a stem, with early exits after one and two
+/// blocks and a final head (two tensors each, a norm and a classifier).
+fn stack() -> fl_core::Structure {
+    use fl_core::{Depth, TensorSpec};
+    let t = |name: &str, depth| TensorSpec::new(name, vec![2, 2]).at(depth);
+    let tensors = vec![
+        t("stem", Depth::Stem),
+        t("block0", Depth::Block(0)),
+        t("block1", Depth::Block(1)),
+        t("block2", Depth::Block(2)),
+        t("exit1.norm", Depth::Exit(1)),
+        t("exit1.head", Depth::Exit(1)),
+        t("exit2.norm", Depth::Exit(2)),
+        t("exit2.head", Depth::Exit(2)),
+        t("norm", Depth::Head),
+        t("head", Depth::Head),
+    ];
+    fl_core::Structure { tensors, groups: vec![] }
+}
+
+#[test]
+fn a_depth_window_freezes_below_trains_inside_and_reads_out_at_its_top() {
+    use TensorRole::{Drop as D, Freeze as F, Train as T};
+    let s = stack();
+    assert_eq!((s.blocks(), s.exits()), (3, vec![1, 2]));
+    //                         stem b0 b1 b2 e1 e1 e2 e2 norm head
+    assert_eq!(s.depth_window(1..2).unwrap(), [F, F, T, D, D, D, T, T, D, D]);
+    assert_eq!(s.depth_window(0..1).unwrap(), [T, T, D, D, T, T, D, D, D, D]);
+    assert_eq!(s.depth_window(2..3).unwrap(), [F, F, F, T, D, D, D, D, T, T]);
+    assert_eq!(s.depth_window(0..3).unwrap(), [T, T, T, T, D, D, D, D, T, T]);
+    for bad in [1..1, 2..4, 0..0] {
+        let err = s.depth_window(bad.clone()).unwrap_err().to_string();
+        assert!(err.contains("depth window") && err.contains("3 blocks"), "{bad:?}: {err}");
+    }
+    // Without an exit after one block, a window cannot end there.
+    let mut no_exit1 = stack();
+    no_exit1.tensors.retain(|t| !t.name.starts_with("exit1"));
+    assert!(no_exit1.depth_window(0..1).is_err());
+    // As a mask: the sub-model holds stem, block 0, block 1 and exit 2; only block 1 and exit 2
+    // are covered; the upload is their elements, the download theirs and the frozen ones'.
+    let mask = s.submodel(1..2, &[]).unwrap();
+    let shapes = s.shapes();
+    assert_eq!(mask.held(shapes.len()), [0, 1, 2, 6, 7]);
+    assert_eq!(mask.frozen(shapes.len()), [true, true, false, false, false]);
+    assert_eq!(mask.kept_params(&shapes), 12);
+    assert_eq!(mask.held_per_tensor(&shapes).iter().sum::<i64>(), 20);
+    let covered: Vec<f64> =
+        mask.dense(&shapes, Device::Cpu).iter().map(|d| d.sum(Kind::Double).double_value(&[])).collect();
+    assert_eq!(covered, [0.0, 0.0, 4.0, 0.0, 0.0, 0.0, 4.0, 4.0, 0.0, 0.0]);
+}
+
+#[test]
+fn roles_for_another_number_of_tensors_or_too_few_held_are_refused() {
+    let shapes = vec![vec![2], vec![3], vec![4]];
+    let keep = vec![vec![None]; 3];
+    let short = StructuredMask::new(keep.clone()).with_roles(vec![TensorRole::Train; 2]);
+    assert!(short.validate(&shapes).is_err());
+    let all_but_one = StructuredMask::new(keep).with_roles(vec![TensorRole::Drop, TensorRole::Drop, TensorRole::Train]);
+    let err = all_but_one.validate(&shapes).unwrap_err().to_string();
+    assert!(err.contains("at least two tensors"), "{err}");
 }

@@ -22,6 +22,7 @@ fn job(grad_mask: Option<Vec<Option<Tensor>>>) -> TrainJob {
         model: Arc::new(TinyLinear::default()) as Arc<dyn Model>,
         params: start_params(),
         grad_mask,
+        frozen: Vec::new(),
         indices: Tensor::arange(data.len() as i64, fl_core::tch::kind::INT64_CPU),
         data,
         rng: rng::stream(3, &[1]),

@@ -7,7 +7,7 @@
 //! and BatchNorm), adding biased convolutions, linear layers and embeddings.
 
 use fl_core::rng::Rng;
-use fl_core::{ParamSet, Structure, TensorSpec, UnitGroup, UnitMember};
+use fl_core::{Depth, ParamSet, Structure, TensorSpec, UnitGroup, UnitMember};
 use tch::{Device, Kind, Tensor};
 
 use crate::{flops, init};
@@ -40,6 +40,8 @@ pub(crate) struct Layout {
     /// Per tensor: the output positions its FLOPs are counted at (0 for buffers and lookups).
     pub positions: Vec<i64>,
     pub groups: Vec<UnitGroup>,
+    /// The [`Depth`] given to the tensors pushed from now on.
+    pub depth: Depth,
 }
 
 impl Layout {
@@ -50,7 +52,7 @@ impl Layout {
     }
 
     fn push(&mut self, spec: TensorSpec, fill: Fill, positions: i64) -> usize {
-        self.tensors.push(spec);
+        self.tensors.push(spec.at(self.depth));
         self.fills.push(fill);
         self.positions.push(positions);
         self.tensors.len() - 1

@@ -44,12 +44,13 @@
 //! softmax and the position embedding's addition are not counted.
 
 use fl_core::rng::Rng;
-use fl_core::{DataSpec, InvalidKey, Mode, Model, ModelError, ModelFromConfig, ParamSet, Result, Structure};
+use fl_core::{DataSpec, Depth, InvalidKey, Mode, Model, ModelError, ModelFromConfig, ParamSet, Result, Structure};
 use serde::{Deserialize, Serialize};
 use smart_default::SmartDefault;
 use tch::Tensor;
 
 use crate::cohort;
+use crate::flops;
 use crate::layout::{Cursor, Fill, Layout};
 
 /// The model's registered name, which its errors begin with.
@@ -63,6 +64,8 @@ const INIT_STD: f64 = 0.02;
 const PER_BLOCK: usize = 16;
 /// Tensors before the first block: class token, position embedding, patch weight and bias.
 const STEM: usize = 4;
+/// Tensors of a read-out (an early exit, or the final norm and head): LayerNorm and linear.
+const READOUT: usize = 4;
 
 /// A named architecture: depth, hidden size, MLP size, heads and patch size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -113,6 +116,10 @@ pub struct VitConfig {
     /// Dropout probability in [0, 1) (timm's `drop_rate`); 0 disables it.
     #[default(0.0)]
     pub dropout: f64,
+    /// Depths (blocks below, 1 … depth − 1, ascending) with an early exit: a LayerNorm and a
+    /// linear head of their own on the class token there, which a depth window ending at that
+    /// depth reads out through. The full model's forward pass does not run them.
+    pub exits: Vec<i64>,
 }
 
 /// The resolved sizes of a ViT.
@@ -157,6 +164,13 @@ impl VitConfig {
         if !(0.0..1.0).contains(&self.dropout) {
             return Err(InvalidKey::new("dropout", format!("must be in [0, 1), got {}", self.dropout)));
         }
+        let ascending = self.exits.windows(2).all(|w| w[0] < w[1]);
+        if !ascending || self.exits.iter().any(|&e| e < 1 || e >= d.depth) {
+            return Err(InvalidKey::new(
+                "exits",
+                format!("depths in 1..{} ascending, each once, got {:?}", d.depth, self.exits),
+            ));
+        }
         Ok(())
     }
 }
@@ -196,11 +210,12 @@ impl Vit {
         let patches = (h / d.patch) * (w / d.patch);
         let tokens = patches + 1;
         let (dm, hd) = (d.hidden, d.hidden / d.heads);
-        let mut l = Layout::default();
+        let mut l = Layout::default(); // Tensors start in the stem.
         l.tensor("cls_token", [1, 1, dm], Fill::Normal { std: 1e-6 }, 0);
         l.tensor("pos_embed", [1, tokens, dm], Fill::Normal { std: INIT_STD }, 0);
         l.conv("patch_embed.proj", dm, ch, d.patch, patches);
         for i in 0..d.depth {
+            l.depth = Depth::Block(i as usize);
             let b = format!("blocks.{i}");
             l.layer_norm(&format!("{b}.norm1"), dm);
             let q = l.linear_normal(&format!("{b}.attn.q"), dm, dm, tokens, INIT_STD);
@@ -216,6 +231,12 @@ impl Vit {
             l.group(&format!("{b}.heads"), d.heads, &heads);
             l.group(&format!("{b}.mlp"), d.mlp, &[(fc1, 0, 1), (fc1 + 1, 0, 1), (fc2, 1, 1)]);
         }
+        for &e in &cfg.exits {
+            l.depth = Depth::Exit(e as usize);
+            l.layer_norm(&format!("exits.{e}.norm"), dm);
+            l.linear_normal(&format!("exits.{e}.head"), spec.classes, dm, 1, INIT_STD);
+        }
+        l.depth = Depth::Head;
         l.layer_norm("norm", dm);
         l.linear_normal("head", spec.classes, dm, 1, INIT_STD);
         Ok(Vit { cfg, dims: d, structure: l.structure(), layout: l, input: [ch, h, w], tokens })
@@ -233,6 +254,24 @@ impl Vit {
     /// Tokens per sequence (patches + the class token).
     pub fn tokens(&self) -> i64 {
         self.tokens
+    }
+
+    /// Blocks and unread exits of a (sub-)model of `tensors` tensors: the full model's (with its
+    /// exits), or a depth window's, which holds its blocks and one read-out, no other exit.
+    ///
+    /// # Panics
+    /// If no such model has that many tensors.
+    fn layout_of(&self, tensors: usize) -> (usize, usize) {
+        if tensors == self.structure.tensors.len() {
+            return (self.dims.depth as usize, self.cfg.exits.len());
+        }
+        let blocks = tensors.saturating_sub(STEM + READOUT) / PER_BLOCK;
+        assert_eq!(
+            STEM + PER_BLOCK * blocks + READOUT,
+            tensors,
+            "{NAME}: {tensors} tensors are neither the full model nor a depth window of it"
+        );
+        (blocks, 0)
     }
 
     /// `x` `[C, B, ch, H, W]` → the patches flattened channel first `[C, B, N, ch·P·P]`, the
@@ -284,8 +323,8 @@ impl Model for Vit {
     }
 
     fn features(&self, body: &[Tensor], x: &Tensor, mode: &mut Mode) -> Tensor {
-        let blocks = (body.len().saturating_sub(STEM + 2)) / PER_BLOCK;
-        let mut p = Cursor::new(NAME, body, STEM + PER_BLOCK * blocks + 2);
+        let (blocks, exits) = self.layout_of(body.len() + 2);
+        let mut p = Cursor::new(NAME, body, STEM + PER_BLOCK * blocks + READOUT * exits + 2);
         let clients = body[0].size()[0];
         let (cls, pos) = p.pair();
         let (pw, pb) = p.pair();
@@ -298,19 +337,32 @@ impl Model for Vit {
         for _ in 0..blocks {
             h = self.block(&h, &mut p, mode);
         }
+        for _ in 0..READOUT * exits {
+            p.next(); // The full model's early exits, which its forward pass does not read.
+        }
         let (nw, nb) = p.pair();
         cohort::layer_norm(&h.select(2, 0), nw, nb, LN_EPS)
     }
 
     fn flops_per_tensor(&self, shapes: &[Vec<i64>]) -> Vec<f64> {
-        let mut flops = self.layout.flops(NAME, shapes);
-        let t = self.tokens as f64;
-        for block in 0..self.dims.depth as usize {
+        let (blocks, exits) = self.layout_of(shapes.len());
+        let (t, patches) = (self.tokens, self.tokens - 1);
+        // Output positions: the patch projection at every patch, a block's linear maps at every
+        // token, LayerNorms nothing (uncounted), the unread exits nothing, the head once.
+        let mut positions = vec![0, 0, patches, patches];
+        for _ in 0..blocks {
+            positions.extend([0, 0, t, t, t, t, t, t, t, t, 0, 0, t, t, t, t]);
+        }
+        positions.extend(vec![0; READOUT * exits]);
+        positions.extend([0, 0, 1, 1]);
+        assert_eq!(positions.len(), shapes.len(), "{NAME} flops: {} shapes", shapes.len());
+        let mut out: Vec<f64> = shapes.iter().zip(&positions).map(|(s, &n)| flops::of_tensor(s, n)).collect();
+        for block in 0..blocks {
             // The attention products, at the kept width (the q weight's rows).
             let q = STEM + block * PER_BLOCK + 2;
-            flops[q] += 4.0 * t * t * shapes[q][0] as f64;
+            out[q] += 4.0 * (t * t * shapes[q][0]) as f64;
         }
-        flops
+        out
     }
 }
 
@@ -500,6 +552,68 @@ mod tests {
         // The sub-model costs what its shapes say: two of four heads in block 0.
         let f = m.flops_per_tensor(&mask.sub_shapes(&m.structure().shapes()));
         assert_eq!(f[STEM + 2], 2.0 * 8.0 * 16.0 * 5.0 + 4.0 * 25.0 * 8.0);
+    }
+
+    /// `small` with early exits after one and two of its four blocks.
+    fn small_with_exits() -> Vit {
+        let cfg = VitConfig { exits: vec![1, 2], ..small(0.0).cfg.clone() };
+        vit(cfg, &[3, 8, 8], 3)
+    }
+
+    #[test]
+    fn the_full_models_forward_skips_its_early_exits() {
+        let m = small_with_exits();
+        assert_eq!(m.structure().blocks(), 4);
+        assert_eq!(m.structure().exits(), [1, 2]);
+        let t = params(&m, 12);
+        let names = m.structure().names();
+        // The tensors of the model without exits: the same forward, read by the reference.
+        let kept: Vec<Tensor> =
+            names.iter().zip(&t).filter(|(n, _)| !n.starts_with("exits.")).map(|(_, t)| t.shallow_clone()).collect();
+        let x = input(&[5, 3, 8, 8], 13);
+        let got = forward_one(&m, &t, &x, &mut Mode::Eval);
+        let want = reference(&small(0.0), &kept, &x);
+        assert!(got.allclose(&want, 1e-4, 1e-5, false), "max diff {}", (&got - &want).abs().max());
+    }
+
+    #[test]
+    fn a_depth_window_runs_the_blocks_below_its_top_and_reads_out_through_that_exit() {
+        let m = small_with_exits();
+        let p = ParamSet::new(m.structure().names(), params(&m, 14)).unwrap();
+        // Window 1..2 with heads {1} and neurons {0, 3, 5} in every block it holds.
+        let kept: Vec<Option<Vec<i64>>> = (0..4).flat_map(|_| [Some(vec![1]), Some(vec![0, 3, 5])]).collect();
+        let mask = m.structure().submodel(1..2, &kept).unwrap();
+        let sub = mask.extract(&p);
+        assert_eq!(sub.len(), STEM + 2 * PER_BLOCK + READOUT);
+        assert!(sub.names()[sub.len() - 4].starts_with("exits.2.norm"));
+        // What the window computes: a two-block ViT without exits (libtorch's own layers) on the
+        // same tensors, the dropped heads and neurons zeroed at full width.
+        let two = vit(VitConfig { depth: Some(2), exits: vec![], ..m.cfg.clone() }, &[3, 8, 8], 3);
+        let x = input(&[4, 3, 8, 8], 15);
+        let got = forward_one(&m, sub.tensors(), &x, &mut Mode::Eval);
+        let want = reference(&two, &sub_as_full(&two, &sub), &x);
+        assert!(got.allclose(&want, 1e-4, 1e-5, false), "max diff {}", (&got - &want).abs().max());
+        // Its FLOPs: the stem, two blocks of one head and three neurons, the exit's head once.
+        let f = m.flops_per_tensor(&mask.sub_shapes(&m.structure().shapes()));
+        let (t, d) = (5.0, 16.0);
+        let block = 3.0 * (2.0 * 4.0 * d * t + 4.0 * t)
+            + 4.0 * t * t * 4.0
+            + (2.0 * d * 4.0 + d) * t
+            + (2.0 * 3.0 * d + 3.0) * t
+            + (2.0 * d * 3.0 + d) * t;
+        let stem = 2.0 * d * 48.0 * 4.0 + d * 4.0;
+        let head = 2.0 * 3.0 * d + 3.0;
+        assert_eq!(f.iter().sum::<f64>(), stem + 2.0 * block + head);
+    }
+
+    /// The window sub-model's tensors (narrowed) placed back at full width in the layout of
+    /// `two`, a model of the window's depth without exits.
+    fn sub_as_full(two: &Vit, sub: &ParamSet) -> Vec<Tensor> {
+        let kept: Vec<Option<Vec<i64>>> = (0..2).flat_map(|_| [Some(vec![1]), Some(vec![0, 3, 5])]).collect();
+        let mask = two.structure().mask_from_units(&kept).unwrap();
+        let renamed =
+            ParamSet::new(two.structure().names(), sub.tensors().iter().map(Tensor::shallow_clone).collect()).unwrap();
+        mask.scatter(&renamed, &two.structure().shapes()).into_tensors()
     }
 
     #[test]

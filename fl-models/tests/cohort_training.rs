@@ -50,15 +50,28 @@ struct Case {
     masked: Vec<bool>,
     /// Width of a structured prefix sub-model every client trains, if any.
     width: Option<f64>,
+    /// A depth window every client trains (blocks below frozen, above dropped), if any.
+    window: Option<std::ops::Range<usize>>,
 }
 
 impl Case {
     fn jobs(&self) -> Vec<TrainJob> {
         let full = self.model.init(&mut rng::stream(3, &[0]));
-        let params = match self.width {
-            Some(w) => self.model.structure().width_prefix_mask(w).unwrap().extract(&full),
-            None => full,
+        let structure = self.model.structure();
+        let mask = match (&self.window, self.width) {
+            (Some(window), width) => {
+                let kept: Vec<Option<Vec<i64>>> = structure
+                    .groups
+                    .iter()
+                    .map(|g| width.map(|w| (0..((g.units as f64 * w).round() as i64).max(1)).collect()))
+                    .collect();
+                Some(structure.submodel(window.clone(), &kept).unwrap())
+            }
+            (None, Some(w)) => Some(structure.width_prefix_mask(w).unwrap()),
+            (None, None) => None,
         };
+        let params = mask.as_ref().map_or_else(|| full.shallow_clone(), |m| m.extract(&full));
+        let frozen = mask.as_ref().map_or_else(Vec::new, |m| m.frozen(structure.tensors.len()));
         self.clients
             .iter()
             .enumerate()
@@ -78,6 +91,7 @@ impl Case {
                     model: Arc::clone(&self.model),
                     params: params.map(|t| t + 0.01 * c as f64),
                     grad_mask,
+                    frozen: frozen.clone(),
                     data: self.data.shallow_clone(),
                     indices: Tensor::from_slice(idx),
                     rng: rng::stream(7, &[c as u64]),
@@ -158,7 +172,7 @@ fn clients(sizes: &[i64]) -> Vec<Vec<i64>> {
 fn case(name: &str, params: &str, spec: DataSpec, sizes: &[i64], width: Option<f64>) -> Case {
     let data = dataset(&spec, sizes.iter().sum(), 11);
     let masked = (0..sizes.len()).map(|c| c % 2 == 1).collect();
-    Case { model: model(name, params, &spec), data, clients: clients(sizes), masked, width }
+    Case { model: model(name, params, &spec), data, clients: clients(sizes), masked, width, window: None }
 }
 
 fn image(c: i64, side: i64) -> DataSpec {
@@ -226,6 +240,7 @@ fn epoch_losses(name: &str, channels: i64, rounds: usize) -> Vec<f64> {
                     model: Arc::clone(&model),
                     params: params.shallow_clone(),
                     grad_mask: None,
+                    frozen: Vec::new(),
                     data: data.shallow_clone(),
                     indices: Tensor::arange(n, (TKind::Int64, Device::Cpu)),
                     rng: rng::stream(2, &[round]),
@@ -239,6 +254,47 @@ fn epoch_losses(name: &str, channels: i64, rounds: usize) -> Vec<f64> {
             out.mean_loss
         })
         .collect()
+}
+
+#[test]
+fn vit_trains_the_same_in_a_cohort_full_narrowed_and_in_a_depth_window() {
+    let vit = "depth = 3\nhidden = 8\nmlp = 12\nheads = 2\npatch = 2\ndropout = 0.1\nexits = [1, 2]";
+    for (width, window) in [(None, None), (Some(0.5), None), (Some(0.5), Some(1..2)), (None, Some(0..3))] {
+        let mut c = case("vit", vit, image(3, 4), &[6, 3, 5], width);
+        c.window = window.clone();
+        let d = c.max_difference(&cfg(0.5, 0.1));
+        assert!(d <= 1e-5, "width {width:?}, window {window:?}: max difference {d}");
+    }
+}
+
+#[test]
+fn a_depth_window_trains_only_its_blocks_and_exit() {
+    let vit = "depth = 3\nhidden = 8\nmlp = 12\nheads = 2\npatch = 2\nexits = [2]";
+    let mut c = case("vit", vit, image(3, 4), &[6, 5], None);
+    c.window = Some(1..2);
+    let jobs = c.jobs();
+    let names = jobs[0].params.names().to_vec();
+    // The window 1..2 holds the stem and block 0 (frozen) and block 1 (trained), and reads out
+    // through the exit after two blocks, `exits.2`; block 2 and the final head are dropped.
+    assert!(names.iter().any(|n| n.starts_with("blocks.0.")) && names.iter().any(|n| n.starts_with("blocks.1.")));
+    assert!(!names.iter().any(|n| n.starts_with("blocks.2.") || n.starts_with("norm.") || n.starts_with("head.")));
+    assert_eq!(&names[names.len() - 2..], ["exits.2.head.weight", "exits.2.head.bias"]);
+    let frozen = jobs[0].frozen.clone();
+    let before: Vec<Vec<Tensor>> = jobs.iter().map(|j| j.params.tensors().iter().map(Tensor::copy).collect()).collect();
+    let out = Sgd::new(SgdConfig { optimizer: fl_core::trainer::sgd::Optimizer::Adan, ..cfg(0.0, 0.0) })
+        .train_cohort(jobs)
+        .unwrap();
+    for (o, start) in out.iter().zip(&before) {
+        for (i, (name, t)) in o.params.iter().enumerate() {
+            let moved = !t.equal(&start[i]);
+            assert_eq!(moved, !frozen[i], "`{name}`: frozen {}, moved {moved}", frozen[i]);
+        }
+    }
+    // Mixing jobs with other frozen tensors in one cohort is refused.
+    let mut mixed = c.jobs();
+    mixed[1].frozen = vec![false; mixed[1].frozen.len()];
+    let err = Sgd::new(cfg(0.0, 0.0)).train_cohort(mixed).err().expect("frozen tensors differ");
+    assert!(err.to_string().contains("freezes other tensors"), "{err}");
 }
 
 #[test]
@@ -294,7 +350,7 @@ proptest! {
         let data = dataset(&spec, sizes.iter().sum(), seed);
         let mut r = rand::rngs::StdRng::seed_from_u64(seed);
         let masked = sizes.iter().map(|_| rand::Rng::random_bool(&mut r, 0.5)).collect();
-        let c = Case { model: model("mlp", "hidden = [6]\ndropout = 0.25", &spec), data, clients: clients(&sizes), masked, width: None };
+        let c = Case { model: model("mlp", "hidden = [6]\ndropout = 0.25", &spec), data, clients: clients(&sizes), masked, width: None, window: None };
         let d = c.max_difference(&SgdConfig { batch_size: batch, epochs, ..cfg(momentum, 0.05) });
         prop_assert!(d <= 1e-5, "max difference {}", d);
     }

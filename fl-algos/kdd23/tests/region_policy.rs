@@ -178,6 +178,7 @@ fn masked_local_training_keeps_masked_weights_at_zero() {
             model,
             params: start,
             grad_mask: Some(ms.iter().map(|m| m.as_ref().map(Tensor::shallow_clone)).collect()),
+            frozen: Vec::new(),
             indices: Tensor::arange(6, fl_core::tch::kind::INT64_CPU),
             data,
             rng: rng::stream(5, &[1]),

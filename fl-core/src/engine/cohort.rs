@@ -126,11 +126,15 @@ impl CohortSlot {
     }
 }
 
-/// Splits jobs, given in dispatch order with their (sub-)model shapes, into cohorts: jobs of
-/// equal shapes together, in order of each shape's first job; a group of `n` jobs is cut into
-/// `⌈n / cap⌉` consecutive cohorts of nearly equal sizes.
-pub(crate) fn cohorts<'a>(jobs: impl IntoIterator<Item = (u64, &'a [Vec<i64>])>, cap: usize) -> Vec<Vec<u64>> {
-    let mut groups: Vec<(&[Vec<i64>], Vec<u64>)> = Vec::new();
+/// Splits jobs, given in dispatch order with what they must share to train together (their
+/// [`crate::TrainJob::signature`]: sub-model shapes and frozen tensors), into cohorts: jobs of
+/// equal signatures together, in order of each signature's first job; a group of `n` jobs is
+/// cut into `⌈n / cap⌉` consecutive cohorts of nearly equal sizes.
+pub(crate) fn cohorts<'a, K: PartialEq + ?Sized + 'a>(
+    jobs: impl IntoIterator<Item = (u64, &'a K)>,
+    cap: usize,
+) -> Vec<Vec<u64>> {
+    let mut groups: Vec<(&K, Vec<u64>)> = Vec::new();
     for (job, shapes) in jobs {
         match groups.iter_mut().find(|(s, _)| *s == shapes) {
             Some((_, ids)) => ids.push(job),

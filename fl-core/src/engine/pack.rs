@@ -154,7 +154,8 @@ struct Entry {
     member: usize,
     seq: u64,
     key: Arc<str>,
-    shapes: Vec<Vec<i64>>,
+    /// The jobs' shapes and frozen tensors ([`TrainJob::signature`]).
+    signature: (Vec<Vec<i64>>, Vec<bool>),
     cap: usize,
     trainer: Arc<dyn LocalTrainer>,
     jobs: Vec<TrainJob>,
@@ -203,7 +204,7 @@ impl PackMember {
             member: self.id,
             seq: self.submitted,
             key: Arc::clone(&self.key),
-            shapes: jobs.first().map(|j| j.params.shapes()).unwrap_or_default(),
+            signature: jobs.first().map(TrainJob::signature).unwrap_or_default(),
             cap,
             trainer: Arc::clone(trainer),
             jobs,
@@ -285,14 +286,15 @@ impl<T> PackTicket<T> {
 
 impl Pack {
     /// Trains every pending cohort (all members wait): entries in (member, submission) order,
-    /// those of equal key and shapes merged and cut into parts of at most the smallest cap;
+    /// those of equal key and signature (shapes, frozen tensors) merged and cut into parts of at most the smallest cap;
     /// then runs the pending evaluations, those of one model and test set as one cohort.
     fn train(&self, state: &mut State) {
         let mut entries = std::mem::take(&mut state.pending);
         entries.sort_by_key(|e| (e.member, e.seq));
         let mut groups: Vec<Vec<Entry>> = Vec::new();
         for e in entries {
-            match groups.iter_mut().find(|g| g[0].key == e.key && g[0].shapes == e.shapes && e.trainer.batches()) {
+            match groups.iter_mut().find(|g| g[0].key == e.key && g[0].signature == e.signature && e.trainer.batches())
+            {
                 Some(g) => g.push(e),
                 None => groups.push(vec![e]),
             }

@@ -19,7 +19,7 @@ use crate::aggregator::{AggregateCtx, Aggregator, UpdateStaleness};
 use crate::clock::{EventQueue, Tick, seconds, ticks};
 use crate::data::Dataset;
 use crate::error::{EngineError, JobFailure, Result};
-use crate::mask::Mask;
+use crate::mask::{Mask, TensorRole};
 use crate::mask_policy::{MaskCtx, MaskPolicy};
 use crate::model::Model;
 use crate::params::ParamSet;
@@ -207,8 +207,11 @@ impl World {
 
     /// Bytes each way and training FLOPs of a job of `client` under `mask`; under a split,
     /// the client's part of them, the relay across the cut and the server's seconds.
+    /// A frozen tensor costs its forward pass alone (a third of a trained one's), a dropped
+    /// one nothing; the client downloads what it holds and uploads what it trains.
     pub(super) fn job_cost(&self, client: usize, mask: &Mask) -> JobCost {
         let kept = mask.kept_per_tensor(&self.shapes);
+        let held = mask.held_per_tensor(&self.shapes);
         let flops = match self.devices.pricing {
             Pricing::Compute => self.forward_flops_per_tensor(mask, &kept),
             Pricing::MaskShare => {
@@ -219,11 +222,11 @@ impl World {
         let samples = self.clients[client].samples;
         let passes = self.trainer.sample_passes(samples);
         let client_tensors = self.split.map_or(kept.len(), |s| s.client_tensors);
-        let bytes = kept[..client_tensors].iter().sum::<i64>() as f64 * BYTES_PER_PARAM;
+        let bytes = |per_tensor: &[i64]| per_tensor[..client_tensors].iter().sum::<i64>() as f64 * BYTES_PER_PARAM;
         let mut cost = JobCost {
-            down_bytes: bytes,
+            down_bytes: bytes(&held),
             train_flops: train_flops(flops[..client_tensors].iter().sum(), passes),
-            up_bytes: bytes,
+            up_bytes: bytes(&kept),
             ..JobCost::default()
         };
         if let Some(split) = self.split {
@@ -347,6 +350,7 @@ impl World {
             model: Arc::clone(&self.model),
             params: start.shallow_clone(),
             grad_mask,
+            frozen: mask.frozen(self.shapes.len()),
             data: self.train.shallow_clone(),
             indices: self.clients[client].indices.shallow_clone(),
             rng: job_rng,
@@ -409,8 +413,10 @@ impl World {
         Ok(())
     }
 
-    /// Forward FLOPs per sample under `mask`: the sub-model's for structured masks, each
-    /// tensor's share scaled by its kept density for elementwise masks.
+    /// Forward FLOPs per sample under `mask`, per model tensor, weighted for training: the
+    /// sub-model's for structured masks (0 for a dropped tensor, a third for a frozen one,
+    /// which trains nothing: [`train_flops`] triples the sum), each tensor's share scaled by
+    /// its kept density for elementwise masks.
     pub(super) fn forward_flops_per_tensor(&self, mask: &Mask, kept: &[i64]) -> Vec<f64> {
         match mask {
             Mask::Elementwise(_) => self
@@ -420,7 +426,14 @@ impl World {
                 .zip(kept.iter().zip(&self.shapes))
                 .map(|(f, (k, s))| f * *k as f64 / s.iter().product::<i64>() as f64)
                 .collect(),
-            _ => self.model.flops_per_tensor(&mask.sub_shapes(&self.shapes)),
+            _ => {
+                let sub = self.model.flops_per_tensor(&mask.sub_shapes(&self.shapes));
+                let mut flops = vec![0.0; self.shapes.len()];
+                for (t, f) in mask.held(self.shapes.len()).into_iter().zip(sub) {
+                    flops[t] = if mask.role(t) == TensorRole::Freeze { f / 3.0 } else { f };
+                }
+                flops
+            }
         }
     }
 
@@ -434,8 +447,8 @@ impl World {
     /// Starts training every deferred job, in cohorts (see [`cohort`]).
     pub(super) fn flush(&mut self) {
         let deferred = std::mem::take(&mut self.deferred);
-        let shapes: Vec<(u64, Vec<Vec<i64>>)> = deferred.iter().map(|(id, j)| (*id, j.params.shapes())).collect();
-        let cohorts = cohort::cohorts(shapes.iter().map(|(id, s)| (*id, s.as_slice())), self.cohort_cap);
+        let signatures: Vec<(u64, _)> = deferred.iter().map(|(id, j)| (*id, j.signature())).collect();
+        let cohorts = cohort::cohorts(signatures.iter().map(|(id, s)| (*id, s)), self.cohort_cap);
         let mut jobs: BTreeMap<u64, TrainJob> = deferred.into_iter().collect();
         for ids in cohorts {
             let members: Vec<TrainJob> =
@@ -468,7 +481,7 @@ impl World {
             }
             Work::Deferred => unreachable!("flushed above"),
         };
-        let delta = f.mask.scatter(&out.params.sub(&f.start), &self.shapes);
+        let delta = f.mask.scatter_named(&out.params.sub(&f.start), self.global.names(), &self.shapes);
         let (train_loss, lr_sum, pull_merge) = (out.mean_loss, out.lr_sum, out.pull_merge);
         if let Some(state) = out.state {
             self.client_state[f.client] = Some(state.to_device(tch::Device::Cpu));

@@ -24,9 +24,11 @@ pub(super) struct AdanMoments {
 }
 
 impl AdanMoments {
-    /// Zero moments shaped as `start`, for `betas` (β₁, β₂, β₃).
+    /// Zero moments shaped as `start`, for `betas` (β₁, β₂, β₃); none for an undefined entry
+    /// (a tensor that is not trained).
     pub fn new(start: &[Tensor], betas: [f64; 3], device: Device) -> Self {
-        let zeros = || start.iter().map(Tensor::zeros_like).collect::<Vec<_>>();
+        let zeros =
+            || start.iter().map(|t| if t.defined() { t.zeros_like() } else { Tensor::new() }).collect::<Vec<_>>();
         let [b1, b2, b3] = betas;
         AdanMoments {
             m: zeros(),

@@ -55,7 +55,13 @@ impl LocalTrainer for ReferenceSgd {
         }
         let device = job.indices.device();
         let start = job.params.deep_clone();
-        let params = start.tensors().iter().map(|t| t.detach().copy().set_requires_grad(true)).collect();
+        // Buffers and frozen tensors take no gradient, so they never move.
+        let params = start
+            .tensors()
+            .iter()
+            .zip(job.trainable())
+            .map(|(t, on)| t.detach().copy().set_requires_grad(on))
+            .collect();
         let noise = CohortNoise::new(vec![job.noise.clone()], device);
         Ok(Box::new(SgdSession {
             cfg: self.sgd.config().clone(),

@@ -321,7 +321,8 @@ struct SgdCohort {
     model: Arc<dyn Model>,
     data: Dataset,
     names: Vec<String>,
-    /// Per tensor: false for buffers, which the forward pass updates and no step touches.
+    /// Per tensor: false for buffers, which the forward pass updates and no step touches, and
+    /// for frozen tensors, which only run forward.
     trainable: Vec<bool>,
     order: Vec<usize>,
     params: Vec<Tensor>,
@@ -380,6 +381,8 @@ impl SgdCohort {
         let names = first.params.names().to_vec();
         let shapes = first.params.shapes();
         let device = first.indices.device();
+        let trainable = first.trainable();
+        let frozen = first.signature().1;
         for (j, job) in jobs.iter().enumerate() {
             if !Arc::ptr_eq(&job.model, &model) || job.data.x.data_ptr() != data.x.data_ptr() {
                 return Err(TrainerError::MixedCohort { trainer: NAME, job: j }.into());
@@ -392,6 +395,14 @@ impl SgdCohort {
                     first: shapes,
                 }
                 .into());
+            }
+            if job.signature().1 != frozen {
+                return Err(Error::component(
+                    NAME,
+                    format!(
+                        "job {j} of a cohort freezes other tensors than its first job (cohorts share their frozen tensors)"
+                    ),
+                ));
             }
             if job.indices.size()[0] == 0 {
                 return Err(TrainerError::NoSamples { trainer: NAME }.into());
@@ -406,10 +417,20 @@ impl SgdCohort {
             (0..names.len()).map(|i| stack(&|job| job.params.tensors()[i].shallow_clone())).collect();
         let params = start.iter().map(Tensor::copy).collect();
         let adam = sgd.cfg.optimizer == Optimizer::Adam;
-        let zeros = |on: bool| if on { start.iter().map(Tensor::zeros_like).collect() } else { Vec::new() };
+        // Optimizer state exists for trained tensors only (undefined for buffers and frozen ones).
+        let templates: Vec<Tensor> =
+            start.iter().zip(&trainable).map(|(t, &on)| if on { t.shallow_clone() } else { Tensor::new() }).collect();
+        let zeros = |on: bool| {
+            if on {
+                templates.iter().map(|t| if t.defined() { t.zeros_like() } else { Tensor::new() }).collect()
+            } else {
+                Vec::new()
+            }
+        };
         let velocity = zeros(sgd.cfg.momentum > 0.0 || adam);
         let second = zeros(adam);
-        let adan = (sgd.cfg.optimizer == Optimizer::Adan).then(|| AdanMoments::new(&start, sgd.cfg.adan_betas, device));
+        let adan =
+            (sgd.cfg.optimizer == Optimizer::Adan).then(|| AdanMoments::new(&templates, sgd.cfg.adan_betas, device));
         let masked = sgd.cfg.masking == Masking::Gradient;
         let grad_mask = (0..names.len())
             .map(|i| {
@@ -512,7 +533,7 @@ impl SgdCohort {
             adan,
             rates,
             stopping,
-            trainable: model.structure().trainable(),
+            trainable,
             model,
             data,
             names,
