@@ -27,6 +27,7 @@ mod testing;
 mod textcnn;
 mod vgg11;
 mod vit;
+pub mod vit_import;
 
 pub use alexnet::{AlexNet, AlexNetConfig};
 pub use cnn2::{Cnn2, Cnn2Config};

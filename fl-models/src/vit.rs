@@ -36,6 +36,10 @@
 //! (8 blocks, D 128, MLP 512, 8 heads, P 7: 16 patches of a 28×28 image) and `small-32`
 //! (the same with P 4: 64 patches of a 32×32 image).
 //!
+//! **Pretrained weights**: `pretrained = { path = "vit_b16.safetensors" }` starts from a timm or
+//! Hugging Face checkpoint ([`crate::vit_import`]: position embeddings resized to the model's
+//! grid, Co-S²P's copied blocks for deeper models, a fresh head for another class count).
+//!
 //! **FLOPs** follow [`crate::flops`] (2 per multiply-add, 1 per bias addition) at every token
 //! for the block's linear maps and at every patch for the patch projection; the attention
 //! products (`q kᵀ` and the weighted sum of `v`, `4·T²·width` per block) are attributed to the
@@ -52,6 +56,7 @@ use tch::Tensor;
 use crate::cohort;
 use crate::flops;
 use crate::layout::{Cursor, Fill, Layout};
+use crate::vit_import::{Imported, PretrainedConfig, import};
 
 /// The model's registered name, which its errors begin with.
 const NAME: &str = "vit";
@@ -120,6 +125,9 @@ pub struct VitConfig {
     /// linear head of their own on the class token there, which a depth window ending at that
     /// depth reads out through. The full model's forward pass does not run them.
     pub exits: Vec<i64>,
+    /// Initial weights from a `safetensors` checkpoint (timm or Hugging Face naming; see
+    /// [`crate::vit_import`]); absent: timm's random initialisation.
+    pub pretrained: Option<PretrainedConfig>,
 }
 
 /// The resolved sizes of a ViT.
@@ -186,6 +194,8 @@ pub struct Vit {
     input: [i64; 3],
     /// Tokens per sequence: the patches and the class token.
     tokens: i64,
+    /// Tensors imported from `pretrained`, which `init` writes over its draws.
+    imported: Option<Imported>,
 }
 
 impl Vit {
@@ -239,7 +249,10 @@ impl Vit {
         l.depth = Depth::Head;
         l.layer_norm("norm", dm);
         l.linear_normal("head", spec.classes, dm, 1, INIT_STD);
-        Ok(Vit { cfg, dims: d, structure: l.structure(), layout: l, input: [ch, h, w], tokens })
+        let structure = l.structure();
+        let grid = (h / d.patch, w / d.patch);
+        let imported = cfg.pretrained.as_ref().map(|p| import(&structure, d.depth as usize, grid, p)).transpose()?;
+        Ok(Vit { cfg, dims: d, structure, layout: l, input: [ch, h, w], tokens, imported })
     }
 
     pub fn config(&self) -> &VitConfig {
@@ -254,6 +267,11 @@ impl Vit {
     /// Tokens per sequence (patches + the class token).
     pub fn tokens(&self) -> i64 {
         self.tokens
+    }
+
+    /// What `pretrained` imported, if set.
+    pub fn imported(&self) -> Option<&Imported> {
+        self.imported.as_ref()
     }
 
     /// Blocks and unread exits of a (sub-)model of `tensors` tensors: the full model's (with its
@@ -319,7 +337,15 @@ impl Model for Vit {
     }
 
     fn init(&self, rng: &mut Rng) -> ParamSet {
-        self.layout.init(rng)
+        let fresh = self.layout.init(rng);
+        match &self.imported {
+            Some(imported) => {
+                let mut tensors: Vec<Tensor> = fresh.tensors().iter().map(Tensor::shallow_clone).collect();
+                imported.apply(&mut tensors);
+                ParamSet::new(fresh.names().to_vec(), tensors).expect("one tensor per structure entry")
+            }
+            None => fresh,
+        }
     }
 
     fn features(&self, body: &[Tensor], x: &Tensor, mode: &mut Mode) -> Tensor {
