@@ -38,6 +38,11 @@ fl_core::register!(MaskPolicy "test-rotating-windows" => RotatingWindows::defaul
 fl_core::register!(MaskPolicy "test-top-block" => TopBlock::default(), summary: "test", paper: "");
 
 fn experiment(mask: &str) -> Experiment {
+    with_devices(mask, "")
+}
+
+/// [`experiment`] with `devices` as the `[devices]` table's body.
+fn with_devices(mask: &str, devices: &str) -> Experiment {
     let text = format!(
         r#"
         seed = 4
@@ -67,6 +72,8 @@ fn experiment(mask: &str) -> Experiment {
         name = "coverage-mean"
         [mask]
         name = "{mask}"
+        [devices]
+        {devices}
         "#
     );
     Experiment::parse(&text, mask).unwrap()
@@ -106,4 +113,38 @@ fn clients_of_every_window_train_the_global_model_together_in_less_time() {
         windows.virtual_time_s,
         full.virtual_time_s
     );
+}
+
+#[test]
+fn a_device_refuses_a_job_whose_memory_estimate_exceeds_its_memory() {
+    use fl_core::{DataSpec, Mask, job_memory};
+    use fl_models::{Vit, VitConfig};
+    // The same ViT; Adam keeps two states per trained element; batches of 32.
+    let cfg = VitConfig {
+        depth: Some(3),
+        hidden: Some(32),
+        mlp: Some(64),
+        heads: Some(4),
+        patch: Some(7),
+        exits: vec![1, 2],
+        ..VitConfig::default()
+    };
+    let vit = Vit::new(cfg, &DataSpec { input_shape: vec![1, 28, 28], classes: 10, vocab_size: None }).unwrap();
+    let s = fl_core::Model::structure(&vit);
+    let window = s.submodel(2..3, &vec![None; s.groups.len()]).unwrap();
+    let small = job_memory(&vit, &s.shapes(), &window, 2, 32).total();
+    let full = job_memory(&vit, &s.shapes(), &Mask::Full, 2, 32).total();
+    assert!(small < 0.8 * full, "the window's job {small} B, the full model's {full} B");
+    let limit = format!("memory_bytes = {{ dist = \"constant\", value = {} }}", (small + full) / 2.0);
+    // Windows fit; the full model does not, and the error says who and by how much.
+    experiment_run(with_devices("test-top-block", &limit)).unwrap();
+    let err = experiment_run(with_devices("full", &limit)).unwrap_err().to_string();
+    assert!(
+        err.contains("client 0's job needs") && err.contains("memory_bytes") && err.contains("activations"),
+        "{err}"
+    );
+}
+
+fn experiment_run(e: Experiment) -> fl_core::Result<fl_core::Summary> {
+    e.build(&common::options())?.run(&mut ())
 }

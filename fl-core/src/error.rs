@@ -294,6 +294,19 @@ pub enum EngineError {
         /// Where the budget comes from.
         budget_source: &'static str,
     },
+    /// A job's memory estimate exceeds its device's memory (`[devices] memory_bytes`).
+    #[error(
+        "client {client}'s job needs {needed} and its device has {available_gb:.3} GB ([devices] memory_bytes): \
+         give it a smaller sub-model (a mask policy that fits jobs to memory), a smaller batch, or more memory"
+    )]
+    JobMemory {
+        /// The client.
+        client: usize,
+        /// The estimate in words (total and parts).
+        needed: String,
+        /// The device's memory, GB.
+        available_gb: f64,
+    },
     /// An aggregator returned parameters whose shapes are not the model's.
     #[error("aggregator returned parameters of the wrong shapes")]
     AggregatedShapes,

@@ -15,6 +15,7 @@ pub mod data;
 pub mod engine;
 pub mod error;
 pub mod from_config;
+pub mod job_memory;
 pub mod mask;
 pub mod mask_policy;
 pub mod model;
@@ -43,6 +44,7 @@ pub use error::{
     EngineError, Error, InvalidKey, JobFailure, ModelError, RegistrationError, Result, ShapeError, TrainerError,
 };
 pub use from_config::{FromConfig, ModelFromConfig, NoParams, Validate};
+pub use job_memory::{JobMemory, job_memory};
 pub use mask::{Coverage, Mask, StructuredMask, TensorRole};
 pub use mask_policy::{MaskCtx, MaskPolicy};
 pub use model::{Mode, Model, Training, forward_one};

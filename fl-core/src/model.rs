@@ -147,6 +147,20 @@ pub trait Model: Send + Sync {
     fn forward_flops(&self, shapes: &[Vec<i64>]) -> f64 {
         self.flops_per_tensor(shapes).iter().sum()
     }
+
+    /// Floats per sample that autograd keeps for the backward pass, attributed to the tensors
+    /// of the (sub-)model with these shapes (the layer a tensor belongs to saves them), for
+    /// [`crate::job_memory`]. The default is a rough count from the FLOPs: each weight's input
+    /// (a linear layer's `in` features; for a convolution `in · k²` per output position, the
+    /// unfolded input, which overcounts the saved input by up to k² and leaves out the
+    /// activations' own saved outputs). A model states its exact count where memory matters.
+    fn activation_floats(&self, shapes: &[Vec<i64>]) -> Vec<f64> {
+        shapes
+            .iter()
+            .zip(self.flops_per_tensor(shapes))
+            .map(|(s, f)| if s.len() >= 2 && s[0] > 0 { f / (2.0 * s[0] as f64) } else { 0.0 })
+            .collect()
+    }
 }
 
 /// `x Wᵀ + b` per client: `x` `[C, B, in]`, `w` `[C, out, in]`, `b` `[C, out]` → `[C, B, out]`,

@@ -24,6 +24,13 @@ pub struct DeviceProfile {
     pub up_bytes_per_s: f64,
     /// Download bandwidth, bytes/s.
     pub down_bytes_per_s: f64,
+    /// Memory a job may use, bytes ([`crate::job_memory`]); infinite: no limit.
+    #[serde(skip_serializing_if = "is_unlimited")]
+    pub memory_bytes: f64,
+}
+
+fn is_unlimited(bytes: &f64) -> bool {
+    bytes.is_infinite()
 }
 
 /// The size and work of one job, as the cost model sees it.
@@ -237,6 +244,9 @@ pub struct DevicesConfig {
     /// (FedASMU's device model: "each device's training time randomly sampled" in a 1:5
     /// range). Excludes `flops_per_s`.
     pub session_s: Option<Quantity>,
+    /// Memory a job may use on the device, bytes, drawn once per device (absent: no limit). A
+    /// job whose estimate ([`crate::job_memory`]) exceeds it is refused with an error.
+    pub memory_bytes: Option<Quantity>,
 }
 
 impl Default for DevicesConfig {
@@ -248,6 +258,7 @@ impl Default for DevicesConfig {
             jitter: 0.0,
             pricing: Pricing::Compute,
             session_s: None,
+            memory_bytes: None,
         }
     }
 }
@@ -277,6 +288,9 @@ impl DevicesConfig {
                 ));
             }
         }
+        if let Some(memory) = &self.memory_bytes {
+            memory.validate().map_err(|e| InvalidKey::new("memory_bytes", e))?;
+        }
         if !(0.0..=MAX_JITTER).contains(&self.jitter) {
             return Err(InvalidKey::new(
                 "jitter",
@@ -299,13 +313,22 @@ impl DevicesConfig {
             Some(values) => values[c],
             None => q.sample(rng),
         };
-        Ok((0..clients)
+        let mut profiles: Vec<DeviceProfile> = (0..clients)
             .map(|c| DeviceProfile {
                 flops_per_s: pick(&flops, &self.flops_per_s, c, rng),
                 up_bytes_per_s: pick(&up, &self.up_bytes_per_s, c, rng),
                 down_bytes_per_s: pick(&down, &self.down_bytes_per_s, c, rng),
+                memory_bytes: f64::INFINITY,
             })
-            .collect())
+            .collect();
+        // Drawn after the rest, so that the other draws are those of a run without it.
+        if let Some(memory) = &self.memory_bytes {
+            let quota = memory.draw_quota(clients, rng);
+            for (c, p) in profiles.iter_mut().enumerate() {
+                p.memory_bytes = pick(&quota, memory, c, rng);
+            }
+        }
+        Ok(profiles)
     }
 
     /// Each client's full-job seconds of `session_s`, drawn after [`DevicesConfig::draw`] from
@@ -327,15 +350,40 @@ mod tests {
     use super::*;
 
     #[test]
+    fn device_memory_is_drawn_after_the_rest_and_unlimited_without_it() {
+        let plain = DevicesConfig::default();
+        let with_memory = DevicesConfig {
+            memory_bytes: Some(Quantity::Quota { values: vec![4e9, 8e9], shares: vec![1.0, 1.0] }),
+            ..DevicesConfig::default()
+        };
+        let a = plain.draw(6, &mut crate::rng::stream(5, &[0])).unwrap();
+        let b = with_memory.draw(6, &mut crate::rng::stream(5, &[0])).unwrap();
+        assert!(a.iter().all(|p| p.memory_bytes.is_infinite()));
+        for (x, y) in a.iter().zip(&b) {
+            assert_eq!(
+                (x.flops_per_s, x.up_bytes_per_s, x.down_bytes_per_s),
+                (y.flops_per_s, y.up_bytes_per_s, y.down_bytes_per_s)
+            );
+        }
+        let mut memory: Vec<f64> = b.iter().map(|p| p.memory_bytes).collect();
+        memory.sort_by(f64::total_cmp);
+        assert_eq!(memory, [4e9, 4e9, 4e9, 8e9, 8e9, 8e9]);
+        let bad = DevicesConfig { memory_bytes: Some(Quantity::Constant { value: -1.0 }), ..DevicesConfig::default() };
+        assert_eq!(bad.validate().unwrap_err().key, "memory_bytes");
+    }
+
+    #[test]
     fn duration_adds_transfer_and_compute() {
-        let p = DeviceProfile { flops_per_s: 1e9, up_bytes_per_s: 1e6, down_bytes_per_s: 2e6 };
+        let p =
+            DeviceProfile { flops_per_s: 1e9, up_bytes_per_s: 1e6, down_bytes_per_s: 2e6, memory_bytes: f64::INFINITY };
         let c = JobCost { down_bytes: 4e6, train_flops: 3e9, up_bytes: 1e6, ..Default::default() };
         assert_eq!(p.duration_s(&c), 2.0 + 3.0 + 1.0);
     }
 
     #[test]
     fn a_split_job_waits_for_the_server_and_the_relay() {
-        let p = DeviceProfile { flops_per_s: 1e9, up_bytes_per_s: 1e6, down_bytes_per_s: 2e6 };
+        let p =
+            DeviceProfile { flops_per_s: 1e9, up_bytes_per_s: 1e6, down_bytes_per_s: 2e6, memory_bytes: f64::INFINITY };
         let c = JobCost { down_bytes: 4e6, train_flops: 3e9, up_bytes: 1e6, relay_bytes: 2e6, server_s: 0.5 };
         let phases = p.phases(&c);
         assert_eq!(phases.compute_s, 3.0 + 0.5 + 2.0 + 1.0);

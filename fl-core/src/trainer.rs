@@ -209,6 +209,17 @@ pub trait LocalTrainer: Send + Sync {
         None
     }
 
+    /// Optimizer states per trained element (momentum buffers, moments), for the job memory
+    /// estimate ([`crate::job_memory`]): 0 by default.
+    fn optimizer_states(&self) -> u32 {
+        0
+    }
+
+    /// Samples per mini-batch, for the job memory estimate; `None` where it has none.
+    fn batch_size(&self) -> Option<usize> {
+        None
+    }
+
     /// Model-sized copies of per-client state it keeps between a client's jobs
     /// ([`TrainOutcome::state`]), for the memory check before the run: 0 by default.
     fn client_state_copies(&self) -> u64 {

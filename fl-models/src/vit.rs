@@ -370,6 +370,10 @@ impl Model for Vit {
         cohort::layer_norm(&h.select(2, 0), nw, nb, LN_EPS)
     }
 
+    fn activation_floats(&self, shapes: &[Vec<i64>]) -> Vec<f64> {
+        self.activations(shapes)
+    }
+
     fn flops_per_tensor(&self, shapes: &[Vec<i64>]) -> Vec<f64> {
         let (blocks, exits) = self.layout_of(shapes.len());
         let (t, patches) = (self.tokens, self.tokens - 1);
@@ -388,6 +392,51 @@ impl Model for Vit {
             let q = STEM + block * PER_BLOCK + 2;
             out[q] += 4.0 * (t * t * shapes[q][0]) as f64;
         }
+        out
+    }
+}
+
+impl Vit {
+    /// [`Model::activation_floats`]: what autograd keeps per sample, counted from our forward
+    /// pass (T tokens, D hidden, w kept attention width of h heads, M kept MLP neurons):
+    /// - the patches unfolded for the projection, `(T − 1)·ch·P²`, on the patch weight;
+    /// - per block, on its first tensor: each LayerNorm its input, normalised output and affine
+    ///   output (`3·T·D`) and statistics (`2·T`), twice, except that the first LayerNorm's
+    ///   input and statistics (`T·D + 2·T`) count on the layer before the block (the block
+    ///   before it, or the position embedding), since only a trained layer below makes autograd
+    ///   keep them (a depth window's first block reads a frozen one); the attention's q, k, v, output and
+    ///   log-sum-exp (`4·T·w + h·T`, the fused kernel keeps no T×T weights) and the projection's
+    ///   input (`T·w`); GELU's input and `fc2`'s (`2·T·M`); with dropout, each mask (`2·T·D +
+    ///   T·M`);
+    /// - the position-embedding dropout's mask (`T·D`), on the class token;
+    /// - the read-out: the class token's LayerNorm (`3·D + 2`) and the loss's log-probabilities.
+    ///
+    /// Within 5% of the heap growth measured across a training forward pass (`fl-models`'
+    /// `job_memory` tests).
+    fn activations(&self, shapes: &[Vec<i64>]) -> Vec<f64> {
+        let (blocks, exits) = self.layout_of(shapes.len());
+        let (t, d) = (self.tokens as f64, self.dims.hidden as f64);
+        let dropout = if self.cfg.dropout > 0.0 { 1.0 } else { 0.0 };
+        let head_dim = (self.dims.hidden / self.dims.heads) as f64;
+        let mut out = vec![0.0; shapes.len()];
+        out[0] = dropout * t * d;
+        out[2] = (t - 1.0) * (self.input[0] * self.dims.patch * self.dims.patch) as f64;
+        for b in 0..blocks {
+            let first = STEM + b * PER_BLOCK;
+            let width = shapes[first + 2][0] as f64;
+            let neurons = shapes[first + 12][0] as f64;
+            let below = if b == 0 { 1 } else { first - 1 };
+            out[below] += t * d + 2.0 * t;
+            out[first] = 5.0 * t * d
+                + 2.0 * t
+                + 5.0 * t * width
+                + (width / head_dim) * t
+                + 2.0 * t * neurons
+                + dropout * (2.0 * t * d + t * neurons);
+        }
+        let readout = STEM + blocks * PER_BLOCK + READOUT * exits;
+        out[readout] = 3.0 * d + 2.0;
+        out[readout + 2] = shapes[readout + 2][0] as f64;
         out
     }
 }

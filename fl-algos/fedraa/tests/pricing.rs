@@ -37,6 +37,7 @@ fn seconds_per_job(mask_policy: Box<dyn MaskPolicy>, pricing: Pricing) -> f64 {
             jitter: 0.0,
             pricing,
             session_s: None,
+            memory_bytes: None,
         },
         eval: EvalConfig::default(),
         run: RunConfig::default(),

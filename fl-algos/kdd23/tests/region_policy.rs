@@ -139,7 +139,8 @@ fn an_unknown_tensor_is_an_error_listing_the_model_tensors() {
     let s = structure();
     let g = global(&s);
     let mut p = policy(RegionPolicyConfig { tensors: vec!["layer_input.weight".into()], ..Default::default() });
-    let profile = DeviceProfile { flops_per_s: 1.0, up_bytes_per_s: 1.0, down_bytes_per_s: 1.0 };
+    let profile =
+        DeviceProfile { flops_per_s: 1.0, up_bytes_per_s: 1.0, down_bytes_per_s: 1.0, memory_bytes: f64::INFINITY };
     let mut rng = rng::stream(1, &[0]);
     let err = p
         .mask(&mut MaskCtx {

@@ -28,3 +28,20 @@ pub(super) fn release_free_memory() {
         libc::malloc_trim(0);
     }
 }
+
+/// Bytes the C heap holds in use, small and mmapped allocations together (glibc's
+/// `mallinfo2`: `uordblks + hblkhd`), where libtorch's CPU tensors live; `None` elsewhere.
+/// The difference across a forward pass measures what autograd keeps for the backward pass.
+#[allow(unsafe_code)]
+pub fn heap_bytes_in_use() -> Option<u64> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: mallinfo2 takes no argument and returns its statistics by value.
+        let info = unsafe { libc::mallinfo2() };
+        Some((info.uordblks + info.hblkhd) as u64)
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        None
+    }
+}

@@ -24,6 +24,7 @@ use std::sync::Arc;
 
 use tch::{Device, Tensor};
 
+pub use allocator::heap_bytes_in_use;
 pub use checkpoint::Checkpoint;
 pub use eval::evaluate;
 pub use pool::{JobHandle, WorkerPool};

@@ -19,6 +19,7 @@ use crate::aggregator::{AggregateCtx, Aggregator, UpdateStaleness};
 use crate::clock::{EventQueue, Tick, seconds, ticks};
 use crate::data::Dataset;
 use crate::error::{EngineError, JobFailure, Result};
+use crate::job_memory::job_memory;
 use crate::mask::{Mask, TensorRole};
 use crate::mask_policy::{MaskCtx, MaskPolicy};
 use crate::model::Model;
@@ -237,6 +238,23 @@ impl World {
         cost
     }
 
+    /// Fails when the job's memory estimate ([`crate::job_memory`]) exceeds the client's
+    /// device memory; devices without a limit are not estimated.
+    fn check_job_memory(&self, client: usize, mask: &Mask) -> Result<()> {
+        let available = self.profiles[client].memory_bytes;
+        if available.is_infinite() {
+            return Ok(());
+        }
+        let batch = self.trainer.batch_size().unwrap_or(1).min(self.clients[client].samples.max(1));
+        let needed = job_memory(self.model.as_ref(), &self.shapes, mask, self.trainer.optimizer_states(), batch);
+        if needed.total() > available {
+            return Err(
+                EngineError::JobMemory { client, needed: needed.describe(), available_gb: available / 1e9 }.into()
+            );
+        }
+        Ok(())
+    }
+
     /// Sets each client's throughput so that its full job (the whole model, all its samples)
     /// computes for `sessions[client]` seconds (`[devices] session_s`).
     pub(super) fn set_session_times(&mut self, sessions: &[f64]) {
@@ -270,6 +288,7 @@ impl World {
         let mut mask_rng = self.mask_rng.clone();
         let mask = self.mask_for(client, choice, &mut mask_rng)?;
         self.mask_rng = mask_rng;
+        self.check_job_memory(client, &mask)?;
         let job = self.jobs;
         self.jobs += 1;
         let start = mask.extract(&base);

@@ -312,6 +312,19 @@ impl LocalTrainer for Sgd {
     fn client_state_copies(&self) -> u64 {
         self.state_copies() as u64
     }
+
+    fn optimizer_states(&self) -> u32 {
+        match self.cfg.optimizer {
+            Optimizer::Sgd => u32::from(self.cfg.momentum > 0.0),
+            Optimizer::Adam => 2,
+            // m, v, n and the previous gradient.
+            Optimizer::Adan => 4,
+        }
+    }
+
+    fn batch_size(&self) -> Option<usize> {
+        Some(self.cfg.batch_size)
+    }
 }
 
 /// A cohort in training. Tensors are stacked `[C, ...]` in cohort order (longest job first);

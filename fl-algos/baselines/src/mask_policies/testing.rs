@@ -39,8 +39,15 @@ pub fn with_ctx<T>(
     version: u64,
     f: impl FnOnce(&mut MaskCtx) -> T,
 ) -> T {
-    let profiles: Vec<DeviceProfile> =
-        speeds.iter().map(|&s| DeviceProfile { flops_per_s: s, up_bytes_per_s: 1.0, down_bytes_per_s: 1.0 }).collect();
+    let profiles: Vec<DeviceProfile> = speeds
+        .iter()
+        .map(|&s| DeviceProfile {
+            flops_per_s: s,
+            up_bytes_per_s: 1.0,
+            down_bytes_per_s: 1.0,
+            memory_bytes: f64::INFINITY,
+        })
+        .collect();
     let zeros = structure.shapes().iter().map(|s| Tensor::zeros(s.as_slice(), (Kind::Float, Device::Cpu))).collect();
     let global = ParamSet::new(structure.names(), zeros).unwrap();
     let mut rng = Rng::seed_from_u64(0);

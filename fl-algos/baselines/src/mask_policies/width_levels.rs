@@ -122,7 +122,15 @@ mod tests {
     use super::*;
 
     fn profiles(speeds: &[f64]) -> Vec<DeviceProfile> {
-        speeds.iter().map(|&s| DeviceProfile { flops_per_s: s, up_bytes_per_s: 1.0, down_bytes_per_s: 1.0 }).collect()
+        speeds
+            .iter()
+            .map(|&s| DeviceProfile {
+                flops_per_s: s,
+                up_bytes_per_s: 1.0,
+                down_bytes_per_s: 1.0,
+                memory_bytes: f64::INFINITY,
+            })
+            .collect()
     }
 
     #[test]

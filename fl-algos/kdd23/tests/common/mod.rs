@@ -42,7 +42,12 @@ pub fn round_masks_on(
 ) -> Vec<Mask> {
     let profiles: Vec<DeviceProfile> = flops_per_s
         .iter()
-        .map(|&flops_per_s| DeviceProfile { flops_per_s, up_bytes_per_s: 1.0, down_bytes_per_s: 1.0 })
+        .map(|&flops_per_s| DeviceProfile {
+            flops_per_s,
+            up_bytes_per_s: 1.0,
+            down_bytes_per_s: 1.0,
+            memory_bytes: f64::INFINITY,
+        })
         .collect();
     (0..profiles.len())
         .map(|client| {
