@@ -21,6 +21,7 @@ pub mod init;
 mod layout;
 mod lenet5;
 mod mlp;
+mod probability_mask;
 mod resnet20;
 #[cfg(test)]
 mod testing;
@@ -35,6 +36,7 @@ pub use cnn3::{Cnn3, Cnn3Config};
 pub use fasttext::{FastText, FastTextConfig};
 pub use lenet5::{LeNet5, LeNet5Config};
 pub use mlp::{DropoutPosition, Mlp, MlpConfig};
+pub use probability_mask::{ProbabilityMask, ProbabilityMaskConfig};
 pub use resnet20::{ResNet20, ResNet20Config};
 pub use textcnn::{TextCnn, TextCnnConfig};
 pub use vgg11::{Vgg11, Vgg11Config};

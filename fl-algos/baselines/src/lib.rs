@@ -22,6 +22,7 @@ mod schedulers;
 mod staleness;
 
 pub use aggregators::aso_fed::{AsoFed, AsoFedConfig, FeatureAttention};
+pub use aggregators::bayesian_mask::{BayesianMask, BayesianMaskConfig};
 pub use aggregators::buffered::{BufferedMean, BufferedMeanConfig};
 pub use aggregators::coverage_mean::{CoverageMean, CoverageMeanConfig, Uncovered};
 pub use aggregators::dynamic::{Dynamic, DynamicConfig};

@@ -137,3 +137,15 @@ inventory::submit! {
         origin: module_path!(),
     }
 }
+
+// The model must be the masked network: `[model] name = "probability-mask"` with the frozen
+// network as `base = { name = ... }`; scores train best with Adam at a high rate (FedPM: 0.1).
+inventory::submit! {
+    Method {
+        name: "fedpm",
+        summary: "FedPM: synchronous rounds of a probability-mask network (frozen weights, learned Bernoulli masks); the server counts the clients' masks into a Beta posterior per weight",
+        paper: "Isik, Pase, Gunduz, Weissman and Zorzi, ICLR 2023",
+        preset: include_str!("../presets/fedpm.toml"),
+        origin: module_path!(),
+    }
+}

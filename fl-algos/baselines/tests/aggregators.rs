@@ -2,9 +2,9 @@
 //! suite every registered aggregator must pass.
 
 use fl_algo_baselines::{
-    AsoFed, AsoFedConfig, AsyncMix, AsyncMixConfig, BufferedMean, BufferedMeanConfig, Combine, CoverageMean,
-    CoverageMeanConfig, Dynamic, DynamicConfig, FeatureAttention, InverseTime, LayerShrinking, LayerShrinkingConfig,
-    MixTarget, Polynomial, Port, PortConfig, WeightedMean, WeightedMeanConfig, Weighting,
+    AsoFed, AsoFedConfig, AsyncMix, AsyncMixConfig, BayesianMask, BayesianMaskConfig, BufferedMean, BufferedMeanConfig,
+    Combine, CoverageMean, CoverageMeanConfig, Dynamic, DynamicConfig, FeatureAttention, InverseTime, LayerShrinking,
+    LayerShrinkingConfig, MixTarget, Polynomial, Port, PortConfig, WeightedMean, WeightedMeanConfig, Weighting,
 };
 use fl_core::registry::{Builder, ComponentKind, Params, Registry};
 use fl_core::tch::Tensor;
@@ -255,6 +255,10 @@ fn fedbuff_buffered_step() {
 /// single fresh full-mask update's model unchanged (with their default parameters).
 const MEAN_LIKE: [&str; 3] = ["weighted-mean", "coverage-mean", "buffered-mean"];
 
+/// Aggregators whose global model is not a mix of client models: FedPM's server turns the
+/// clients' scores into sampled masks and returns the posterior's mode (its own tests above).
+const NOT_MIXING: [&str; 1] = ["bayesian-mask"];
+
 #[test]
 fn every_registered_aggregator_conforms() {
     let registry = Registry::get().unwrap();
@@ -273,7 +277,11 @@ fn every_registered_aggregator_conforms() {
         let make = || build(&Params::new("test", "aggregator", fl_core::toml::Table::new())).unwrap();
         let one = aggregate(&mut *make(), &x, &[a()], &fresh(1));
         assert!(one.iter().flatten().all(|v| v.is_finite()), "{}: non-finite output", c.name);
-        assert!(dist(&one) < dist(&values(&x)), "{}: a single update must move towards the client model", c.name);
+        assert!(
+            NOT_MIXING.contains(&c.name) || dist(&one) < dist(&values(&x)),
+            "{}: a single update must move towards the client model",
+            c.name
+        );
         if MEAN_LIKE.contains(&c.name) {
             assert_close(&one, &client_model);
             let ab = aggregate(&mut *make(), &x, &[a(), b()], &fresh(2));
@@ -329,4 +337,62 @@ fn aso_fed_moves_by_the_federation_share_then_reweights_the_first_layer() {
         let got = values(&agg.aggregate(&global, &ups, &ctx).unwrap());
         assert_close(&got, &[want, vec![1.0, 1.0]]);
     }
+}
+
+/// Scores so large that their keep-probabilities are exactly 0 or 1 in float32, so the
+/// clients' sampled masks are known.
+const SURE: f32 = 60.0;
+
+/// The score `logit(p)` as the aggregator computes it, in float32.
+fn score32(p: f32) -> f32 {
+    (p / (1.0 - p)).ln()
+}
+
+#[test]
+fn bayesian_mask_counts_the_clients_masks_into_a_beta_posterior() {
+    // Global scores 0 (θ = ½) on three weights a, b, c; client 1 keeps a and b, client 2
+    // keeps a; both drop c.
+    let global = set(&[&[0.0, 0.0, 0.0]]);
+    let client = |scores: &[f32]| update(&global, set(&[scores]), Mask::Full, 10, 3);
+    let updates = [client(&[SURE, SURE, -SURE]), client(&[SURE, -SURE, -SURE])];
+    let mut agg = BayesianMask::new(BayesianMaskConfig { reset_every: 2, ..BayesianMaskConfig::default() });
+    // Prior Beta(1, 1): α = 1 + (2, 1, 0), β = 1 + (0, 1, 2); the mode (α − 1)/(α + β − 2) is
+    // (1, ½, 0), clamped to (0.999, ½, 0.001): scores logit = (6.9068, 0, −6.9068).
+    let logit = score32(0.999);
+    let got = aggregate(&mut agg, &global, &updates, &fresh(2));
+    assert_close(&got, &[vec![logit, 0.0, score32(0.001)]]);
+    // Without a reset the next round adds to the same posterior: one client keeping a, b and
+    // c gives α = (4, 3, 2), β = (1, 2, 3): modes (1, ⅔, ⅓).
+    let next = set(&[&got[0]]);
+    let one = [update(&next, set(&[&[SURE - got[0][0], SURE, SURE + got[0][0]]]), Mask::Full, 10, 4)];
+    let got = aggregate(&mut agg, &next, &one, &fresh(1));
+    assert_close(&got, &[vec![logit, score32(2.0 / 3.0), score32(1.0 / 3.0)]]);
+    // The reset (every 2 aggregations): the same update alone gives modes (1, 1, 1).
+    let got = aggregate(&mut agg, &next, &one, &fresh(1));
+    assert_close(&got, &[vec![logit, logit, logit]]);
+}
+
+#[test]
+fn bayesian_mask_draws_each_mask_with_the_clients_probabilities_and_keeps_uncovered_weights() {
+    // One client with θ = 0.3 on 20,000 weights: the posterior mode is its mask's mean.
+    let n = 20_000;
+    let global = ParamSet::new(
+        vec!["w".into()],
+        vec![Tensor::zeros([n], (fl_core::tch::Kind::Float, fl_core::tch::Device::Cpu))],
+    )
+    .unwrap();
+    let s = (0.3f64 / 0.7).ln();
+    let delta = ParamSet::new(vec!["w".into()], vec![global.tensors()[0].full_like(s)]).unwrap();
+    let mut agg = BayesianMask::new(BayesianMaskConfig { clamp: 0.4, ..BayesianMaskConfig::default() });
+    let got = aggregate(&mut agg, &global, &[update(&global, delta, Mask::Full, 5, 3)], &fresh(1));
+    // Each weight's mode is 0 or 1, clamped to 0.4 or 0.6: the share at 0.6 is the keep rate.
+    let up = got[0].iter().filter(|&&v| v > 0.0).count() as f64 / n as f64;
+    assert!((up - 0.3).abs() < 0.015, "kept share {up}");
+    // A weight outside every client's mask keeps its score.
+    let global = set(&[&[1.5, -0.5]]);
+    let mask = Mask::Structured(StructuredMask::new(vec![vec![Some(vec![0])]]));
+    let u = update(&global, set(&[&[SURE]]), mask, 5, 3);
+    let mut agg = BayesianMask::new(BayesianMaskConfig::default());
+    let got = aggregate(&mut agg, &global, &[u], &fresh(1));
+    assert_close(&got, &[vec![score32(0.999), -0.5]]);
 }

@@ -1,6 +1,7 @@
 //! Aggregators of the baselines.
 
 pub mod aso_fed;
+pub mod bayesian_mask;
 pub mod buffered;
 pub mod coverage_mean;
 pub mod dynamic;
