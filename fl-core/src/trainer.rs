@@ -13,6 +13,7 @@
 //! trains as a cohort of one.
 
 mod adan;
+pub mod augment;
 mod contrastive;
 mod decay_gradient;
 pub mod learned_pull;

@@ -268,6 +268,26 @@ fn vit_trains_the_same_in_a_cohort_full_narrowed_and_in_a_depth_window() {
 }
 
 #[test]
+fn augmented_batches_train_the_same_in_a_cohort_as_alone() {
+    use fl_core::trainer::augment::AugmentConfig;
+    let augment =
+        AugmentConfig { crop_scale: Some([0.3, 1.0]), crop_ratio: Some([0.75, 1.333]), translate: 0, flip: true };
+    let c = case("lenet5", "", image(1, 28), &[6, 11, 3], None);
+    let with_augment = SgdConfig { augment: Some(augment), ..cfg(0.5, 0.0) };
+    let d = c.max_difference_to_alone(&with_augment);
+    assert!(d <= 1e-5, "max difference {d}");
+    // Augmentation changes what the clients train on.
+    let plain = Sgd::new(cfg(0.5, 0.0)).train_cohort(c.jobs()).unwrap();
+    let augmented = Sgd::new(with_augment.clone()).train_cohort(c.jobs()).unwrap();
+    assert!(!plain[0].params.tensors()[0].allclose(&augmented[0].params.tensors()[0], 1e-6, 1e-6, false));
+    // Token ids cannot be augmented: the trainer says so.
+    let spec = DataSpec { input_shape: vec![7], classes: 4, vocab_size: Some(30) };
+    let text = case("fasttext", "dim = 8\nhidden = 6", spec, &[5, 4], None);
+    let err = Sgd::new(with_augment).train_cohort(text.jobs()).err().expect("text is no image");
+    assert!(err.to_string().contains("augment: needs images"), "{err}");
+}
+
+#[test]
 fn a_depth_window_trains_only_its_blocks_and_exit() {
     let vit = "depth = 3\nhidden = 8\nmlp = 12\nheads = 2\npatch = 2\nexits = [2]";
     let mut c = case("vit", vit, image(3, 4), &[6, 5], None);

@@ -33,6 +33,7 @@ use crate::params::ParamSet;
 use crate::rng::CohortNoise;
 use crate::split::SplitConfig;
 use crate::trainer::adan::AdanMoments;
+use crate::trainer::augment::AugmentConfig;
 use crate::trainer::contrastive::Contrast;
 use crate::trainer::decay_gradient::DecayGradient;
 use crate::trainer::learned_pull::{LearnedPullConfig, PullControls};
@@ -133,6 +134,9 @@ pub struct SgdConfig {
     /// Split learning (SplitFed): the client trains up to `split.cut` and the server the rest.
     /// The updates are those of the whole model; only the job's cost changes.
     pub split: Option<SplitConfig>,
+    /// Image augmentation of the training batches on the device ([`crate::trainer::augment`]);
+    /// absent: none.
+    pub augment: Option<AugmentConfig>,
 }
 
 impl Default for SgdConfig {
@@ -162,6 +166,7 @@ impl Default for SgdConfig {
             learned_pull: None,
             masking: Masking::Gradient,
             split: None,
+            augment: None,
         }
     }
 }
@@ -171,6 +176,9 @@ impl SgdConfig {
     pub fn validate(&self) -> std::result::Result<(), InvalidKey> {
         if !(self.lr > 0.0) {
             return Err(InvalidKey::new("lr", format!("expected a positive number, got {}", self.lr)));
+        }
+        if let Some(augment) = &self.augment {
+            augment.validate()?;
         }
         if self.batch_size == 0 {
             return Err(InvalidKey::new("batch_size", "expected at least 1"));
@@ -421,6 +429,16 @@ impl SgdCohort {
                 return Err(TrainerError::NoSamples { trainer: NAME }.into());
             }
         }
+        if sgd.cfg.augment.is_some() && (data.x.dim() != 4 || !data.x.is_floating_point()) {
+            return Err(Error::component(
+                NAME,
+                format!(
+                    "augment: needs images, float inputs [n, ch, H, W]; the data's are {:?} {:?}",
+                    data.x.kind(),
+                    data.x.size()
+                ),
+            ));
+        }
         let steps: Vec<usize> = jobs.iter().map(|j| sgd.total_steps(j.indices.size()[0] as usize)).collect();
         let mut order: Vec<usize> = (0..jobs.len()).collect();
         order.sort_by_key(|&j| std::cmp::Reverse(steps[j]));
@@ -585,6 +603,10 @@ impl SgdCohort {
     /// One lockstep step `t` of the clients still training.
     fn sgd_step(&mut self, t: usize) {
         let (k, b, x, y, weights) = self.batch(t);
+        let x = match &self.cfg.augment {
+            Some(augment) => augment.apply(&x, &mut self.noise),
+            None => x,
+        };
         // Buffers (BatchNorm statistics) go in as views the forward pass updates in place.
         let mut inputs: Vec<Tensor> = self
             .params
