@@ -575,6 +575,12 @@ pub enum ShapeError {
         /// The structure's unit groups.
         groups: usize,
     },
+    /// A width share outside (0, 1].
+    #[error("width ratio {ratio}: expected a share of the units in (0, 1]")]
+    WidthRatio {
+        /// The ratio asked for, as written.
+        ratio: String,
+    },
     /// A unit outside its group.
     #[error("unit group `{group}`: unit {unit} out of range 0..{units}")]
     UnitOutOfRange {

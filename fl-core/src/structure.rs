@@ -225,8 +225,11 @@ impl Structure {
     }
 
     /// A mask keeping the first `ratio` share of every group's units (HeteroFL's nested
-    /// width prefix), at least one unit per group.
+    /// width prefix), at least one unit per group; `ratio` must be in (0, 1].
     pub fn width_prefix_mask(&self, ratio: f64) -> Result<Mask> {
+        if !(ratio > 0.0 && ratio <= 1.0) {
+            return Err(ShapeError::WidthRatio { ratio: ratio.to_string() }.into());
+        }
         let kept: Vec<Option<Vec<i64>>> = self
             .groups
             .iter()

@@ -191,6 +191,10 @@ fn width_prefix_and_unit_masks_cover_the_right_rows_and_columns() {
     let fc2: Vec<f32> = Vec::try_from(&dense[2].flatten(0, -1)).unwrap();
     assert_eq!(fc2, vec![0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0]);
     assert!(s.mask_from_units(&[Some(vec![4])]).is_err(), "unit 4 of 4 is out of range");
+    for bad in [0.0, -0.5, 1.5, f64::NAN] {
+        let err = s.width_prefix_mask(bad).unwrap_err().to_string();
+        assert!(err.contains("width ratio") && err.contains("(0, 1]"), "{bad}: {err}");
+    }
 }
 
 /// A stack of three blocks (one tensor each) over a stem, with early exits after one and two
