@@ -9,6 +9,7 @@ use crate::clock::Tick;
 use crate::error::Result;
 use crate::params::ParamSet;
 use crate::state::{StateIn, StateOut, not_resumable};
+use crate::structure::Structure;
 use crate::update::ClientUpdate;
 
 /// An update's staleness, as measured by the engine and weighed by the staleness function.
@@ -36,6 +37,9 @@ pub struct AggregateCtx<'a> {
     pub now: Tick,
     /// The staleness of each update, one entry per update in the same order.
     pub staleness: &'a [UpdateStaleness],
+    /// The model's tensors and unit groups (for aggregators that weigh heads or neurons as
+    /// units); the engine always gives it, a test of an aggregator alone may not.
+    pub structure: Option<&'a Structure>,
 }
 
 /// Merges client updates into the next global model.

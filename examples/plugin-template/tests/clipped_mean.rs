@@ -33,7 +33,8 @@ fn aggregate(weights: [f64; 2]) -> Vec<f32> {
     // Δ₁ = (3, 4) has norm 5 and is clipped to (0.6, 0.8); Δ₂ = (0.3, 0.4) (norm 0.5) is kept.
     let updates = [update(&[3.0, 4.0], 1), update(&[0.3, 0.4], 3)];
     let staleness = weights.map(|weight| UpdateStaleness { versions: 0, seconds: 0.0, weight });
-    let ctx = AggregateCtx { version: 0, num_clients: 2, total_samples: 0, now: 0, staleness: &staleness };
+    let ctx =
+        AggregateCtx { version: 0, num_clients: 2, total_samples: 0, now: 0, staleness: &staleness, structure: None };
     let next = agg.aggregate(&set(&[1.0, 1.0]), &updates, &ctx).unwrap();
     Vec::<f32>::try_from(&next.tensors()[0]).unwrap()
 }

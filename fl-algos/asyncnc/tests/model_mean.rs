@@ -35,7 +35,8 @@ fn update(base: [f32; 2], delta: [f32; 2], samples: usize, multiplicity: u32) ->
 fn aggregate(mode: MeanMode, updates: &[ClientUpdate], weights: &[f64]) -> Vec<f32> {
     let staleness: Vec<UpdateStaleness> =
         weights.iter().map(|&weight| UpdateStaleness { versions: 0, seconds: 0.0, weight }).collect();
-    let ctx = AggregateCtx { version: 5, num_clients: 10, total_samples: 0, now: 0, staleness: &staleness };
+    let ctx =
+        AggregateCtx { version: 5, num_clients: 10, total_samples: 0, now: 0, staleness: &staleness, structure: None };
     let out = ModelMean::new(ModelMeanConfig { mode }).aggregate(&params([1.0, 2.0]), updates, &ctx).unwrap();
     Vec::try_from(&out.tensors()[0]).unwrap()
 }
@@ -78,7 +79,8 @@ fn the_damped_form_moves_the_global_model_by_unnormalised_staleness_weights() {
 fn zero_weights_are_an_error() {
     let ups = [update([1.0, 2.0], [1.0, 0.0], 100, 1)];
     let staleness = [UpdateStaleness { versions: 0, seconds: 0.0, weight: 0.0 }];
-    let ctx = AggregateCtx { version: 5, num_clients: 10, total_samples: 0, now: 0, staleness: &staleness };
+    let ctx =
+        AggregateCtx { version: 5, num_clients: 10, total_samples: 0, now: 0, staleness: &staleness, structure: None };
     let err = ModelMean::new(ModelMeanConfig::default()).aggregate(&params([1.0, 2.0]), &ups, &ctx).unwrap_err();
     assert!(err.to_string().contains("model-mean"), "{err}");
 }

@@ -53,7 +53,7 @@ fn aggregate(
 ) -> Vec<Vec<f32>> {
     // The federation: the clients of these updates.
     let total_samples = updates.iter().map(|u| u.samples).sum();
-    let ctx = AggregateCtx { version: 3, num_clients: 3, total_samples, now: 0, staleness };
+    let ctx = AggregateCtx { version: 3, num_clients: 3, total_samples, now: 0, staleness, structure: None };
     values(&agg.aggregate(global, updates, &ctx).unwrap())
 }
 
@@ -89,7 +89,7 @@ fn port_weighs_by_samples_agreement_with_the_drift_and_freshness() {
         vs.iter().map(|&versions| UpdateStaleness { versions, seconds: 0.0, weight: 1.0 }).collect()
     };
     let mut at = |version: u64, global: &ParamSet, ups: &[ClientUpdate], s: &[UpdateStaleness]| {
-        let ctx = AggregateCtx { version, num_clients: 3, total_samples: 0, now: 0, staleness: s };
+        let ctx = AggregateCtx { version, num_clients: 3, total_samples: 0, now: 0, staleness: s, structure: None };
         values(&port.aggregate(global, ups, &ctx).unwrap())
     };
     // Versions 0 and 1: one update each, weight 1 whatever its terms: [0, 0] → [1, 0] → [1, 1].
@@ -327,7 +327,8 @@ fn aso_fed_moves_by_the_federation_share_then_reweights_the_first_layer() {
     )
     .unwrap();
     let ups = [update(&global, delta, Mask::Full, 2, 3)];
-    let ctx = AggregateCtx { version: 3, num_clients: 5, total_samples: 10, now: 0, staleness: &fresh(1) };
+    let ctx =
+        AggregateCtx { version: 3, num_clients: 5, total_samples: 10, now: 0, staleness: &fresh(1), structure: None };
     for (attention, want) in [
         (FeatureAttention::Scaled, reweighted(2.0)),
         (FeatureAttention::Literal, reweighted(1.0)),

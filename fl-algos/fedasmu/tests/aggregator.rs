@@ -45,7 +45,8 @@ fn arrive(agg: &mut StalenessLearned, global: [f64; 2], v: u64, up: Upload) -> [
         arrived_at: 0,
     };
     let staleness = [UpdateStaleness { versions: v - up.o, seconds: 0.0, weight: 1.0 }];
-    let ctx = AggregateCtx { version: v, num_clients: 2, total_samples: 2, now: 0, staleness: &staleness };
+    let ctx =
+        AggregateCtx { version: v, num_clients: 2, total_samples: 2, now: 0, staleness: &staleness, structure: None };
     values(&agg.aggregate(&set(global), &[update], &ctx).unwrap())
 }
 

@@ -106,7 +106,8 @@ fn merging_a_trained_fragment_leaves_every_other_parameter_bit_identical() {
         arrived_at: 0,
     };
     let staleness = [UpdateStaleness { versions: 0, seconds: 0.0, weight: 1.0 }];
-    let ctx = AggregateCtx { version: 0, num_clients: 10, total_samples: 0, now: 0, staleness: &staleness };
+    let ctx =
+        AggregateCtx { version: 0, num_clients: 10, total_samples: 0, now: 0, staleness: &staleness, structure: None };
     let mut mix = AsyncMix::new(AsyncMixConfig { alpha: 0.5, ..Default::default() });
     let next = mix.aggregate(&global, &[update], &ctx).unwrap();
     let dense = f.fragments().unwrap()[2].dense(&shapes, Device::Cpu);

@@ -52,7 +52,7 @@ fn run(agg: &mut dyn Aggregator) -> Vec<f32> {
 /// One round from θ = [1, 2, 3, 4] with these updates, all fresh.
 fn run_with(agg: &mut dyn Aggregator, ups: &[ClientUpdate]) -> Vec<f32> {
     let fresh = vec![UpdateStaleness { versions: 0, seconds: 0.0, weight: 1.0 }; ups.len()];
-    let ctx = AggregateCtx { version: 0, num_clients: 3, total_samples: 0, now: 0, staleness: &fresh };
+    let ctx = AggregateCtx { version: 0, num_clients: 3, total_samples: 0, now: 0, staleness: &fresh, structure: None };
     values(&agg.aggregate(&set(&[1.0, 2.0, 3.0, 4.0]), ups, &ctx).unwrap())
 }
 

@@ -582,6 +582,7 @@ impl World {
                     total_samples: self.clients.iter().map(|c| c.samples).sum(),
                     now: self.now,
                     staleness: &staleness,
+                    structure: Some(self.model.structure()),
                 },
             )?
         };

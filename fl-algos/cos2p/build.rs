@@ -1,0 +1,3 @@
+fn main() {
+    fl_build::link_libtorch();
+}

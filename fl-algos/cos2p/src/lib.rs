@@ -1,0 +1,15 @@
+//! Co-S²P: Li et al., "Unity is Power: Semi-Asynchronous Collaborative Training of Large-Scale
+//! Models with Structured Pruning in Resource-Limited Clients" (arXiv:2410.08457; spec
+//! `papers/cos2p.md`).
+//!
+//! Built so far: the semi-asynchronous server loop (`semi-async`, Algorithm 1) and the
+//! aggregation by segment importance (`segment-importance`, Eqs. 4–5). The depth windows and
+//! structured sub-models they work on are fl-core's ([`fl_core::Structure::submodel`]); the
+//! learned width masks, self-distillation across exits, device profiles and the reproduction
+//! are not built yet.
+
+mod segment_importance;
+mod semi_async;
+
+pub use segment_importance::{SegmentImportance, SegmentImportanceConfig};
+pub use semi_async::{SemiAsync, SemiAsyncConfig};

@@ -1,0 +1,231 @@
+//! `segment-importance`: Co-S²P's aggregation by segment (Eqs. 4–5).
+//!
+//! A segment is one unit of the model's unit groups (an attention head: its rows of q, k and v
+//! and its columns of the projection; an MLP neuron: its row of `fc1` and column of `fc2`), or a
+//! whole tensor no group indexes (embeddings, LayerNorms, the head). Each update n is weighed,
+//! segment by segment, by
+//!
+//! `γ_n^i = ‖Δ_n^i‖₁ / (‖w_q^i − w_{q−τ}^i‖₁ + size(w^i))`,
+//!
+//! its update's L1 norm over the drift of the segment since the model the client started from
+//! (`w_{q−τ}`, the update's base) plus the segment's element count: large updates count more,
+//! updates computed on a model that has since moved count less (a fresh update's γ is its mean
+//! |Δ|). Each element then moves by the γ-weighted mean of the deltas of the clients that
+//! trained it, `w ← w + Σ_n γ̃_n Δ_n` with `γ̃` normalised over those clients (Eq. 5 with the
+//! client step η cancelled, as the spec derives); an element nobody trained stays.
+//!
+//! A tensor two groups index (a hidden layer's weight between two narrowed layers) takes the
+//! segments of its lowest indexed dimension (its output neurons).
+
+use fl_core::tch::{Device, Kind, Tensor};
+use fl_core::{AggregateCtx, Aggregator, ClientUpdate, ParamSet, Result, Structure, Validate};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SegmentImportanceConfig {}
+
+impl Validate for SegmentImportanceConfig {}
+
+/// Each element's segment, and the segments' sizes.
+struct Segments {
+    /// Per tensor, the segment id of every element, flattened (int64).
+    ids: Vec<Tensor>,
+    /// Elements per segment, `[S]` float.
+    sizes: Tensor,
+}
+
+impl Segments {
+    fn new(structure: Option<&Structure>, shapes: &[Vec<i64>], device: Device) -> Segments {
+        let mut next = 0i64;
+        // Per tensor: (dim, block, first id) of the group member that segments it.
+        let mut by: Vec<Option<(usize, i64, i64)>> = vec![None; shapes.len()];
+        for group in structure.map_or(&[][..], |s| &s.groups[..]) {
+            for m in &group.members {
+                if by[m.tensor].is_none_or(|(dim, _, _)| m.dim < dim) {
+                    by[m.tensor] = Some((m.dim, m.block, next));
+                }
+            }
+            next += group.units;
+        }
+        let ids: Vec<Tensor> = shapes
+            .iter()
+            .zip(&by)
+            .map(|(shape, by)| match *by {
+                Some((dim, block, first)) => {
+                    let units =
+                        Tensor::arange(shape[dim], (Kind::Int64, device)).divide_scalar_mode(block, "floor") + first;
+                    let mut view = vec![1i64; shape.len()];
+                    view[dim] = shape[dim];
+                    units.reshape(view.as_slice()).expand(shape.as_slice(), false).contiguous().view(-1)
+                }
+                None => {
+                    next += 1;
+                    Tensor::full([shape.iter().product::<i64>()], next - 1, (Kind::Int64, device))
+                }
+            })
+            .collect();
+        let sizes = Tensor::zeros([next], (Kind::Float, device));
+        let sizes = ids.iter().fold(sizes, |s, id| s.index_add(0, id, &id.ones_like().to_kind(Kind::Float)));
+        Segments { ids, sizes }
+    }
+
+    /// Per segment, the L1 norm of `tensors` over its elements.
+    fn l1(&self, tensors: &[Tensor]) -> Tensor {
+        self.ids
+            .iter()
+            .zip(tensors)
+            .fold(self.sizes.zeros_like(), |acc, (id, t)| acc.index_add(0, id, &t.abs().view(-1)))
+    }
+}
+
+pub struct SegmentImportance {
+    segments: Option<Segments>,
+}
+
+impl SegmentImportance {
+    pub fn new(_cfg: SegmentImportanceConfig) -> Self {
+        SegmentImportance { segments: None }
+    }
+}
+
+impl Aggregator for SegmentImportance {
+    fn aggregate(&mut self, global: &ParamSet, updates: &[ClientUpdate], ctx: &AggregateCtx) -> Result<ParamSet> {
+        let shapes = global.shapes();
+        let device = global.tensors()[0].device();
+        let segments = self.segments.get_or_insert_with(|| Segments::new(ctx.structure, &shapes, device));
+        let mut num: Vec<Tensor> = global.tensors().iter().map(Tensor::zeros_like).collect();
+        let mut den: Vec<Tensor> = global.tensors().iter().map(Tensor::zeros_like).collect();
+        for u in updates {
+            let drift: Vec<Tensor> = global.tensors().iter().zip(u.base.tensors()).map(|(g, b)| g - b).collect();
+            let gamma = segments.l1(u.delta.tensors()) / (segments.l1(&drift) + &segments.sizes);
+            for (i, covered) in u.mask.dense(&shapes, device).into_iter().enumerate() {
+                let weight = gamma.index_select(0, &segments.ids[i]).view(shapes[i].as_slice()) * covered;
+                num[i] = &num[i] + &weight * &u.delta.tensors()[i];
+                den[i] = &den[i] + weight;
+            }
+        }
+        let tensors = global
+            .tensors()
+            .iter()
+            .zip(num.iter().zip(&den))
+            .map(|(w, (n, d))| {
+                let trained = d.gt(0.0);
+                w + (n / d.where_self(&trained, &d.ones_like())) * trained.to_kind(Kind::Float)
+            })
+            .collect();
+        ParamSet::new(global.names().to_vec(), tensors)
+    }
+
+    // The segments are rebuilt from the structure; nothing else is kept between aggregations.
+    fl_core::stateless!();
+}
+
+fl_core::register!(Aggregator "segment-importance" => SegmentImportance::new(SegmentImportanceConfig),
+    summary: "Co-S²P: each head, neuron or ungrouped tensor moves by its clients' deltas weighted by ‖Δ‖₁ / (‖drift since their start‖₁ + size)",
+    paper: "Li et al., Unity is Power (Co-S²P), arXiv:2410.08457, Eqs. 4–5");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fl_core::{Mask, TensorSpec, UnitGroup, UnitMember, UpdateStaleness};
+
+    fn set(values: &[&[f32]], shapes: &[&[i64]]) -> ParamSet {
+        let tensors = values.iter().zip(shapes).map(|(v, s)| Tensor::from_slice(v).reshape(*s)).collect();
+        ParamSet::new(vec!["a".into(), "b".into()], tensors).unwrap()
+    }
+
+    fn update(base: ParamSet, delta: ParamSet, mask: Mask) -> ClientUpdate {
+        ClientUpdate {
+            client: 0,
+            job: 0,
+            base_version: 0,
+            base,
+            mask,
+            choice: None,
+            delta,
+            pulled_version: None,
+            samples: 1,
+            multiplicity: 1,
+            train_loss: 0.0,
+            lr_sum: 0.0,
+            pull_merge: None,
+            dispatched_at: 0,
+            arrived_at: 0,
+        }
+    }
+
+    /// `a` `[2, 3]` whose rows are the 2 units of a group; `b` `[3]` in no group.
+    fn structure() -> Structure {
+        let tensors = vec![TensorSpec::new("a", [2, 3]), TensorSpec::new("b", [3])];
+        let member = UnitMember { tensor: 0, dim: 0, block: 1 };
+        Structure { tensors, groups: vec![UnitGroup { name: "rows".into(), units: 2, members: vec![member] }] }
+    }
+
+    fn values(p: &ParamSet) -> Vec<Vec<f32>> {
+        p.tensors().iter().map(|t| Vec::<f32>::try_from(&t.flatten(0, -1)).unwrap()).collect()
+    }
+
+    #[test]
+    fn each_segment_weighs_its_clients_by_update_size_over_drift() {
+        let shapes: [&[i64]; 2] = [&[2, 3], &[3]];
+        let global = set(&[&[1.0; 6], &[0.0; 3]], &shapes);
+        // Client 1 is fresh: segments row 0, row 1, b get γ = |Δ|₁ / size = 0.9/3, 0, 0.6/3.
+        let fresh = update(
+            global.shallow_clone(),
+            set(&[&[0.3, 0.3, 0.3, 0.0, 0.0, 0.0], &[0.6, 0.0, 0.0]], &shapes),
+            Mask::Full,
+        );
+        // Client 2 started from a model whose row 0 has since moved by 0.5 per element (drift
+        // 1.5): γ = 1.8/(1.5 + 3) = 0.4, 0.9/3 = 0.3, 0.3/3 = 0.1.
+        let base = set(&[&[0.5, 0.5, 0.5, 1.0, 1.0, 1.0], &[0.0; 3]], &shapes);
+        let stale = update(base, set(&[&[0.6, 0.6, 0.6, 0.3, 0.3, 0.3], &[0.0, 0.3, 0.0]], &shapes), Mask::Full);
+        let s = structure();
+        let staleness = [UpdateStaleness { versions: 0, seconds: 0.0, weight: 1.0 }; 2];
+        let ctx = AggregateCtx {
+            version: 1,
+            num_clients: 2,
+            total_samples: 2,
+            now: 0,
+            staleness: &staleness,
+            structure: Some(&s),
+        };
+        let got = values(
+            &SegmentImportance::new(SegmentImportanceConfig {}).aggregate(&global, &[fresh, stale], &ctx).unwrap(),
+        );
+        // Row 0: 1 + (0.3·0.3 + 0.4·0.6)/0.7; row 1: 1 + (0.3·0.3)/0.3; b: (0.2·0.6)/0.3,
+        // (0.1·0.3)/0.3, 0.
+        let row0 = 1.0 + (0.09 + 0.24) / 0.7;
+        let want = [vec![row0, row0, row0, 1.3, 1.3, 1.3], vec![0.4, 0.1, 0.0]];
+        for (g, w) in got.iter().flatten().zip(want.iter().flatten()) {
+            assert!((g - *w as f32).abs() < 1e-6, "got {got:?}, want {want:?}");
+        }
+    }
+
+    #[test]
+    fn an_element_outside_every_mask_stays_and_a_lone_trainer_moves_it_fully() {
+        let shapes: [&[i64]; 2] = [&[2, 3], &[3]];
+        let global = set(&[&[1.0; 6], &[0.0; 3]], &shapes);
+        let s = structure();
+        // Only row 1 of `a` trained (a structured mask keeping unit 1); `b` left out whole.
+        let Mask::Structured(rows) = s.mask_from_units(&[Some(vec![1])]).unwrap() else { unreachable!() };
+        let roles = vec![fl_core::TensorRole::Train, fl_core::TensorRole::Freeze];
+        let mask = Mask::Structured(rows.with_roles(roles));
+        let delta = set(&[&[0.0, 0.0, 0.0, 0.5, -0.5, 0.25], &[0.0; 3]], &shapes);
+        let staleness = [UpdateStaleness { versions: 0, seconds: 0.0, weight: 1.0 }];
+        let ctx = AggregateCtx {
+            version: 1,
+            num_clients: 1,
+            total_samples: 1,
+            now: 0,
+            staleness: &staleness,
+            structure: Some(&s),
+        };
+        let got = values(
+            &SegmentImportance::new(SegmentImportanceConfig {})
+                .aggregate(&global, &[update(global.shallow_clone(), delta, mask)], &ctx)
+                .unwrap(),
+        );
+        assert_eq!(got, [vec![1.0, 1.0, 1.0, 1.5, 0.5, 1.25], vec![0.0; 3]]);
+    }
+}
