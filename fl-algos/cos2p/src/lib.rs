@@ -2,14 +2,16 @@
 //! Models with Structured Pruning in Resource-Limited Clients" (arXiv:2410.08457; spec
 //! `papers/cos2p.md`).
 //!
-//! Built so far: the semi-asynchronous server loop (`semi-async`, Algorithm 1) and the
-//! aggregation by segment importance (`segment-importance`, Eqs. 4–5). The depth windows and
-//! structured sub-models they work on are fl-core's ([`fl_core::Structure::submodel`]); the
+//! Built so far: the semi-asynchronous server loop (`semi-async`, Algorithm 1), the aggregation
+//! by segment importance (`segment-importance`, Eqs. 4–5) and the rolling depth windows with
+//! their widths (`rolling-depth`, §2.1–2.2, on fl-core's [`fl_core::Structure::submodel`]). The
 //! learned width masks, self-distillation across exits, device profiles and the reproduction
 //! are not built yet.
 
+mod rolling_depth;
 mod segment_importance;
 mod semi_async;
 
+pub use rolling_depth::{RollingDepth, RollingDepthConfig, WidthChoice};
 pub use segment_importance::{SegmentImportance, SegmentImportanceConfig};
 pub use semi_async::{SemiAsync, SemiAsyncConfig};

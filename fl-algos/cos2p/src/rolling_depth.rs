@@ -1,0 +1,146 @@
+//! `rolling-depth`: Co-S²P's sub-model assignment at dispatch (§2.1–2.2, Algorithm 1a).
+//!
+//! Each client gets a kept-parameter ratio `R_n` (a level chosen from its speed or fixed
+//! shares, [`fl_algo_baselines::WidthConfig`]), split into depth and width as
+//! `R^depth = √(R_n / ρ)`, `R^width = √(R_n · ρ)` (`ρ = width_over_depth`, 1 in all of the
+//! paper's experiments but Table 8's). It trains `k = ⌊L · R^depth⌋` consecutive blocks (at least
+//! one): in round q (the global version) the window starts at `s = q mod (L − k + 1)`, so that it
+//! rolls over every block; the blocks below are frozen, those above dropped, and the sub-model
+//! reads out through the model's early exit after `s + k` blocks (give the ViT an exit at every
+//! depth it may need, `exits = [1, 2, …, L − 1]`). Inside the window each head and MLP group
+//! keeps `R^width` of its units: a rolling FedRolex window (`width = "rolling"`), the first ones
+//! (`"prefix"`) or all (`"full"`). Co-S²P's learned width masks are not built yet.
+
+use fl_algo_baselines::WidthConfig;
+use fl_core::{Error, InvalidKey, Mask, MaskCtx, MaskPolicy, Result, Validate};
+use serde::{Deserialize, Serialize};
+use smart_default::SmartDefault;
+
+/// Which units of each group a window keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WidthChoice {
+    /// `R^width` of the units, rolling with the round as FedRolex does.
+    #[default]
+    Rolling,
+    /// The first `R^width` of the units (HeteroFL's prefix).
+    Prefix,
+    /// Every unit: depth pruning alone.
+    Full,
+}
+
+#[derive(Debug, Clone, PartialEq, SmartDefault, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RollingDepthConfig {
+    /// The kept ratios `R_n` and how a client gets one (Co-S²P's E1 and E2: 0.0625 and 0.5625).
+    #[default(WidthConfig { levels: vec![0.5625, 0.0625], ..WidthConfig::default() })]
+    pub ratios: WidthConfig,
+    /// ρ = R^width / R^depth (Table 8: 0.5, 1, 2).
+    #[default(1.0)]
+    pub width_over_depth: f64,
+    /// Which units of each group the window keeps.
+    pub width: WidthChoice,
+}
+
+impl Validate for RollingDepthConfig {
+    fn validate(&self) -> std::result::Result<(), InvalidKey> {
+        self.ratios.validate().map_err(|e| InvalidKey::new(format!("ratios.{}", e.key), e.message))?;
+        if !(self.width_over_depth > 0.0 && self.width_over_depth.is_finite()) {
+            return Err(InvalidKey::new(
+                "width_over_depth",
+                format!("expected a positive ratio, got {}", self.width_over_depth),
+            ));
+        }
+        Ok(())
+    }
+}
+
+pub struct RollingDepth {
+    cfg: RollingDepthConfig,
+}
+
+impl RollingDepth {
+    pub fn new(cfg: RollingDepthConfig) -> Self {
+        RollingDepth { cfg }
+    }
+
+    /// `(R^depth, R^width)` of a client with kept ratio `r`, each at most 1.
+    pub fn split(&self, r: f64) -> (f64, f64) {
+        let rho = self.cfg.width_over_depth;
+        (((r / rho).sqrt()).min(1.0), ((r * rho).sqrt()).min(1.0))
+    }
+
+    /// The window `s..s + k` of a client with depth ratio `depth` among `blocks` blocks in
+    /// round `round`.
+    pub fn window(blocks: usize, depth: f64, round: u64) -> std::ops::Range<usize> {
+        let k = ((blocks as f64 * depth + 1e-9).floor() as usize).clamp(1, blocks);
+        let s = (round % (blocks - k + 1) as u64) as usize;
+        s..s + k
+    }
+}
+
+impl MaskPolicy for RollingDepth {
+    fn mask(&mut self, ctx: &mut MaskCtx) -> Result<Mask> {
+        let blocks = ctx.structure.blocks();
+        if blocks == 0 {
+            return Err(Error::component("rolling-depth", "the model has no blocks to window (use a `vit`)"));
+        }
+        let (depth, width) = self.split(self.cfg.ratios.ratio(ctx.client, ctx.profiles));
+        let window = Self::window(blocks, depth, ctx.version);
+        let counts = self.cfg.ratios.kept_counts("rolling-depth", ctx.structure, width)?;
+        let kept: Vec<Option<Vec<i64>>> = counts
+            .into_iter()
+            .zip(&ctx.structure.groups)
+            .map(|(n, group)| match (self.cfg.width, n) {
+                (WidthChoice::Full, _) | (_, None) => None,
+                (WidthChoice::Prefix, Some(n)) => Some((0..n).collect()),
+                (WidthChoice::Rolling, Some(n)) => {
+                    let start = (ctx.version % group.units as u64) as i64;
+                    let mut units: Vec<i64> = (0..n).map(|j| (start + j) % group.units).collect();
+                    units.sort_unstable();
+                    Some(units)
+                }
+            })
+            .collect();
+        ctx.structure.submodel(window, &kept)
+    }
+
+    fl_core::stateless!();
+}
+
+fl_core::register!(MaskPolicy "rolling-depth" => RollingDepth::new(RollingDepthConfig),
+    summary: "Co-S²P's sub-models: ⌊L·√R_n⌋ consecutive trained blocks rolling with the round (frozen below, dropped above, read out at the exit on top), √R_n of each group's units",
+    paper: "Li et al., Unity is Power (Co-S²P), arXiv:2410.08457, §2.1–2.2");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_roll_over_every_block_with_the_papers_sizes() {
+        let policy = RollingDepth::new(RollingDepthConfig::default());
+        // E1 (L = 8): R = 0.0625 → √R = 0.25 → k = 2, starts 0..=6; R = 0.5625 → k = 6, 0..=2.
+        assert_eq!(policy.split(0.0625), (0.25, 0.25));
+        let weak: Vec<_> = (0..8).map(|q| RollingDepth::window(8, 0.25, q)).collect();
+        assert_eq!(weak, [0..2, 1..3, 2..4, 3..5, 4..6, 5..7, 6..8, 0..2]);
+        let strong: Vec<_> = (0..4).map(|q| RollingDepth::window(8, 0.75, q)).collect();
+        assert_eq!(strong, [0..6, 1..7, 2..8, 0..6]);
+        // E3 (L = 16): R = 0.015625 → k = 2; Table 8's ρ = 0.5 at R = 0.0625: R^d = 0.354 → 2.83 → 2.
+        assert_eq!(RollingDepth::window(16, 0.125, 3), 3..5);
+        let rho = RollingDepth::new(RollingDepthConfig { width_over_depth: 0.5, ..RollingDepthConfig::default() });
+        let (d, w) = rho.split(0.0625);
+        assert!((d - 0.3536).abs() < 1e-4 && (w - 0.1768).abs() < 1e-4);
+        assert_eq!(RollingDepth::window(8, d, 0), 0..2);
+    }
+
+    #[test]
+    fn a_bad_ratio_split_names_its_key() {
+        let bad = RollingDepthConfig { width_over_depth: 0.0, ..RollingDepthConfig::default() };
+        assert_eq!(bad.validate().unwrap_err().key, "width_over_depth");
+        let levels = RollingDepthConfig {
+            ratios: WidthConfig { levels: vec![1.5], ..WidthConfig::default() },
+            ..RollingDepthConfig::default()
+        };
+        assert_eq!(levels.validate().unwrap_err().key, "ratios.levels");
+    }
+}
