@@ -3,7 +3,7 @@
 //! Each client gets a kept-parameter ratio `R_n` (a level chosen from its speed or fixed
 //! shares, [`fl_algo_baselines::WidthConfig`]), split into depth and width as
 //! `R^depth = √(R_n / ρ)`, `R^width = √(R_n · ρ)` (`ρ = width_over_depth`, 1 in all of the
-//! paper's experiments but Table 8's). It trains `k = ⌊L · R^depth⌋` consecutive blocks (at least
+//! paper's experiments but Table 8's; one above 1 is clipped and the other set to `R_n`). It trains `k = ⌊L · R^depth⌋` consecutive blocks (at least
 //! one): in round q (the global version) the window starts at `s = q mod (L − k + 1)`, so that it
 //! rolls over every block; the blocks below are frozen, those above dropped, and the sub-model
 //! reads out through the model's early exit after `s + k` blocks (give the ViT an exit at every
@@ -64,10 +64,18 @@ impl RollingDepth {
         RollingDepth { cfg }
     }
 
-    /// `(R^depth, R^width)` of a client with kept ratio `r`, each at most 1.
+    /// `(R^depth, R^width)` of a client with kept ratio `r`: `√(r/ρ)` and `√(r·ρ)`; one that
+    /// exceeds 1 is clipped to 1 and the other becomes `r`, keeping their product (spec §2.7).
     pub fn split(&self, r: f64) -> (f64, f64) {
         let rho = self.cfg.width_over_depth;
-        (((r / rho).sqrt()).min(1.0), ((r * rho).sqrt()).min(1.0))
+        let (depth, width) = ((r / rho).sqrt(), (r * rho).sqrt());
+        if depth > 1.0 {
+            (1.0, r)
+        } else if width > 1.0 {
+            (r, 1.0)
+        } else {
+            (depth, width)
+        }
     }
 
     /// The window `s..s + k` of a client with depth ratio `depth` among `blocks` blocks in
@@ -131,6 +139,10 @@ mod tests {
         let (d, w) = rho.split(0.0625);
         assert!((d - 0.3536).abs() < 1e-4 && (w - 0.1768).abs() < 1e-4);
         assert_eq!(RollingDepth::window(8, d, 0), 0..2);
+        // R = 0.5625 at ρ = 0.5: R^d = 1.06 is clipped to 1 and R^w becomes 0.5625.
+        assert_eq!(rho.split(0.5625), (1.0, 0.5625));
+        let wide = RollingDepth::new(RollingDepthConfig { width_over_depth: 2.0, ..RollingDepthConfig::default() });
+        assert_eq!(wide.split(0.5625), (0.5625, 1.0));
     }
 
     #[test]
