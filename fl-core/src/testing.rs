@@ -1,6 +1,6 @@
 //! Small fixtures for tests of the engine and of plugins: a 2→2 linear model with an exact
 //! FLOP count, a six-sample dataset and a run of both, so durations and results can be worked
-//! out by hand.
+//! out by hand; a client update to hand an aggregator.
 
 use std::sync::Arc;
 
@@ -9,6 +9,7 @@ use tch::{Device, Kind, Tensor};
 use crate::aggregator::Aggregator;
 use crate::data::Dataset;
 use crate::engine::{EvalConfig, RunConfig, Setup};
+use crate::mask::Mask;
 use crate::mask_policy::FullModel;
 use crate::model::{Mode, Model};
 use crate::params::ParamSet;
@@ -18,6 +19,7 @@ use crate::scheduler::Scheduler;
 use crate::staleness::Constant;
 use crate::structure::{Structure, TensorSpec};
 use crate::trainer::LocalTrainer;
+use crate::update::ClientUpdate;
 
 /// `logits = x Wᵀ + b` with `W: [2, 2]`, `b: [2]`, initialised to zero. Forward costs 8 FLOPs
 /// per sample (4 multiply-adds; the bias is not counted), so one epoch over n samples is 24n
@@ -107,5 +109,27 @@ impl Aggregator for KeepGlobal {
         _: &crate::aggregator::AggregateCtx,
     ) -> crate::error::Result<ParamSet> {
         Ok(global.shallow_clone())
+    }
+}
+
+/// The update of client 0's job 0 from `base` (version 0): `delta` under `mask`, `samples`
+/// samples, arrived at once; every other field neutral.
+pub fn client_update(base: ParamSet, delta: ParamSet, mask: Mask, samples: usize) -> ClientUpdate {
+    ClientUpdate {
+        client: 0,
+        job: 0,
+        base_version: 0,
+        base,
+        mask,
+        choice: None,
+        delta,
+        pulled_version: None,
+        samples,
+        multiplicity: 1,
+        train_loss: 0.0,
+        lr_sum: 0.0,
+        pull_merge: None,
+        dispatched_at: 0,
+        arrived_at: 0,
     }
 }

@@ -136,23 +136,7 @@ mod tests {
     }
 
     fn update(base: ParamSet, delta: ParamSet, mask: Mask) -> ClientUpdate {
-        ClientUpdate {
-            client: 0,
-            job: 0,
-            base_version: 0,
-            base,
-            mask,
-            choice: None,
-            delta,
-            pulled_version: None,
-            samples: 1,
-            multiplicity: 1,
-            train_loss: 0.0,
-            lr_sum: 0.0,
-            pull_merge: None,
-            dispatched_at: 0,
-            arrived_at: 0,
-        }
+        fl_core::testing::client_update(base, delta, mask, 1)
     }
 
     /// `a` `[2, 3]` whose rows are the 2 units of a group; `b` `[3]` in no group.

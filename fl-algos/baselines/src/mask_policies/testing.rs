@@ -31,6 +31,19 @@ pub fn mlp_structure(hidden: &[i64]) -> Structure {
     Structure { tensors, groups }
 }
 
+/// Devices of these speeds (FLOP/s) with unit links and no memory limit.
+pub fn profiles(speeds: &[f64]) -> Vec<DeviceProfile> {
+    speeds
+        .iter()
+        .map(|&s| DeviceProfile {
+            flops_per_s: s,
+            up_bytes_per_s: 1.0,
+            down_bytes_per_s: 1.0,
+            memory_bytes: f64::INFINITY,
+        })
+        .collect()
+}
+
 /// Runs `f` on the mask context of `client`'s job from `version`, clients with these speeds.
 pub fn with_ctx<T>(
     structure: &Structure,
@@ -39,15 +52,7 @@ pub fn with_ctx<T>(
     version: u64,
     f: impl FnOnce(&mut MaskCtx) -> T,
 ) -> T {
-    let profiles: Vec<DeviceProfile> = speeds
-        .iter()
-        .map(|&s| DeviceProfile {
-            flops_per_s: s,
-            up_bytes_per_s: 1.0,
-            down_bytes_per_s: 1.0,
-            memory_bytes: f64::INFINITY,
-        })
-        .collect();
+    let profiles = profiles(speeds);
     let zeros = structure.shapes().iter().map(|s| Tensor::zeros(s.as_slice(), (Kind::Float, Device::Cpu))).collect();
     let global = ParamSet::new(structure.names(), zeros).unwrap();
     let mut rng = Rng::seed_from_u64(0);

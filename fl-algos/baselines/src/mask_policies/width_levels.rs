@@ -119,19 +119,8 @@ impl WidthConfig {
 
 #[cfg(test)]
 mod tests {
+    use super::super::testing::profiles;
     use super::*;
-
-    fn profiles(speeds: &[f64]) -> Vec<DeviceProfile> {
-        speeds
-            .iter()
-            .map(|&s| DeviceProfile {
-                flops_per_s: s,
-                up_bytes_per_s: 1.0,
-                down_bytes_per_s: 1.0,
-                memory_bytes: f64::INFINITY,
-            })
-            .collect()
-    }
 
     #[test]
     fn speed_gives_the_largest_level_a_client_can_afford() {
