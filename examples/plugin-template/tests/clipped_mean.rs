@@ -9,23 +9,7 @@ fn set(v: &[f32]) -> ParamSet {
 }
 
 fn update(delta: &[f32], samples: usize) -> ClientUpdate {
-    ClientUpdate {
-        client: 0,
-        job: 0,
-        base_version: 0,
-        base: set(&[0.0, 0.0]),
-        mask: Mask::Full,
-        choice: None,
-        delta: set(delta),
-        pulled_version: None,
-        samples,
-        multiplicity: 1,
-        train_loss: 0.0,
-        lr_sum: 0.0,
-        pull_merge: None,
-        dispatched_at: 0,
-        arrived_at: 0,
-    }
+    fl_core::testing::client_update(set(&[0.0, 0.0]), set(delta), Mask::Full, samples)
 }
 
 fn aggregate(weights: [f64; 2]) -> Vec<f32> {

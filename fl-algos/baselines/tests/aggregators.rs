@@ -22,23 +22,7 @@ fn values(p: &ParamSet) -> Vec<Vec<f32>> {
 }
 
 fn update(base: &ParamSet, delta: ParamSet, mask: Mask, samples: usize, base_version: u64) -> ClientUpdate {
-    ClientUpdate {
-        client: 0,
-        job: 0,
-        base_version,
-        base: base.shallow_clone(),
-        mask,
-        choice: None,
-        delta,
-        pulled_version: None,
-        samples,
-        multiplicity: 1,
-        train_loss: 0.0,
-        lr_sum: 0.0,
-        pull_merge: None,
-        dispatched_at: 0,
-        arrived_at: 0,
-    }
+    ClientUpdate { base_version, ..fl_core::testing::client_update(base.shallow_clone(), delta, mask, samples) }
 }
 
 fn fresh(n: usize) -> Vec<UpdateStaleness> {

@@ -6,7 +6,7 @@
 use fl_algo_baselines as _;
 use fl_core::registry::{Builder, ComponentKind, Params, Registry};
 use fl_core::tch::Tensor;
-use fl_core::{ClientUpdate, Mask, ParamSet, StalenessCtx, StalenessFn};
+use fl_core::{Mask, ParamSet, StalenessCtx, StalenessFn};
 
 /// The registered staleness function `name`, built from the TOML parameters `params`.
 fn build(name: &str, params: &str) -> Box<dyn StalenessFn> {
@@ -19,23 +19,7 @@ fn build(name: &str, params: &str) -> Box<dyn StalenessFn> {
 /// function reading them instead of the versions would show).
 fn weights(f: &mut dyn StalenessFn, versions: &[u64]) -> Vec<f64> {
     let global = ParamSet::new(vec!["p".into()], vec![Tensor::from_slice(&[1.0f32])]).unwrap();
-    let update = ClientUpdate {
-        client: 0,
-        job: 0,
-        base_version: 0,
-        base: global.shallow_clone(),
-        mask: Mask::Full,
-        choice: None,
-        delta: global.map(|t| t * 0.0),
-        pulled_version: None,
-        samples: 1,
-        multiplicity: 1,
-        train_loss: 0.0,
-        lr_sum: 0.0,
-        pull_merge: None,
-        dispatched_at: 0,
-        arrived_at: 0,
-    };
+    let update = fl_core::testing::client_update(global.shallow_clone(), global.map(|t| t * 0.0), Mask::Full, 1);
     versions
         .iter()
         .map(|&v| f.weight(&StalenessCtx { versions: v, seconds: 1000.0, update: &update, global: &global }))

@@ -8,21 +8,9 @@ use fl_core::{ClientUpdate, Mask, ParamSet, StalenessCtx, StalenessFn};
 fn update(choice: Option<usize>, base_version: u64) -> ClientUpdate {
     let p = ParamSet::new(vec!["w".into()], vec![Tensor::zeros([1], fl_core::tch::kind::FLOAT_CPU)]).unwrap();
     ClientUpdate {
-        client: 0,
-        job: 0,
         base_version,
-        base: p.shallow_clone(),
-        mask: Mask::Full,
         choice,
-        delta: p.shallow_clone(),
-        pulled_version: None,
-        samples: 1,
-        multiplicity: 1,
-        train_loss: 0.0,
-        lr_sum: 0.0,
-        pull_merge: None,
-        dispatched_at: 0,
-        arrived_at: 0,
+        ..fl_core::testing::client_update(p.shallow_clone(), p.shallow_clone(), Mask::Full, 1)
     }
 }
 

@@ -6,7 +6,7 @@ use fl_algo_baselines::{AsyncMix, AsyncMixConfig};
 use fl_algo_fedraa::{FragmentMode, NeuronFragments, NeuronFragmentsConfig};
 use fl_core::engine::BYTES_PER_PARAM;
 use fl_core::tch::{Device, Kind, Tensor};
-use fl_core::{AggregateCtx, Aggregator, ClientUpdate, DataSpec, Model, ParamSet, UpdateStaleness, rng};
+use fl_core::{AggregateCtx, Aggregator, DataSpec, Model, ParamSet, UpdateStaleness, rng};
 use fl_models::{Mlp, MlpConfig};
 
 fn mnist_mlp() -> Mlp {
@@ -88,23 +88,7 @@ fn merging_a_trained_fragment_leaves_every_other_parameter_bit_identical() {
     assert_eq!(sub.shapes(), vec![vec![60, 784], vec![60], vec![10, 60], vec![10]]);
     let trained = sub.map(|t| t + 0.25);
     let delta = mask.scatter(&trained.sub(&sub), &shapes);
-    let update = ClientUpdate {
-        client: 0,
-        job: 0,
-        base_version: 0,
-        base: global.shallow_clone(),
-        mask,
-        choice: None,
-        delta,
-        pulled_version: None,
-        samples: 6000,
-        multiplicity: 1,
-        train_loss: 0.0,
-        lr_sum: 0.0,
-        pull_merge: None,
-        dispatched_at: 0,
-        arrived_at: 0,
-    };
+    let update = fl_core::testing::client_update(global.shallow_clone(), delta, mask, 6000);
     let staleness = [UpdateStaleness { versions: 0, seconds: 0.0, weight: 1.0 }];
     let ctx =
         AggregateCtx { version: 0, num_clients: 10, total_samples: 0, now: 0, staleness: &staleness, structure: None };

@@ -28,19 +28,12 @@ fn updates() -> Vec<ClientUpdate> {
         .map(|n| ClientUpdate {
             client: n,
             job: n as u64,
-            base_version: 0,
-            base: theta.shallow_clone(),
-            mask: Mask::Elementwise(vec![Some(Tensor::from_slice(&masks[n]))]),
-            choice: None,
-            delta: set(&deltas[n]),
-            pulled_version: None,
-            samples: 100 * (n + 1),
-            multiplicity: 1,
-            train_loss: 0.0,
-            lr_sum: 0.0,
-            pull_merge: None,
-            dispatched_at: 0,
-            arrived_at: 0,
+            ..fl_core::testing::client_update(
+                theta.shallow_clone(),
+                set(&deltas[n]),
+                Mask::Elementwise(vec![Some(Tensor::from_slice(&masks[n]))]),
+                100 * (n + 1),
+            )
         })
         .collect()
 }
