@@ -552,13 +552,15 @@ pub enum ShapeError {
     },
     /// A depth window outside the model's blocks, or ending where it has no exit.
     #[error(
-        "depth window {start}..{end}: the model has {blocks} blocks and early exits after {exits:?}; a window must be non-empty, within 0..{blocks}, and end at an exit or at the top"
+        "depth window {start}..{end} with inner exits {inner:?}: the model has {blocks} blocks and early exits after {exits:?}; a window must be non-empty, within 0..{blocks}, end at an exit or at the top, and its inner exits must exist inside it"
     )]
     DepthWindow {
         /// First block of the window.
         start: usize,
         /// One past its last block.
         end: usize,
+        /// The early exits asked for inside it.
+        inner: Vec<usize>,
         /// Blocks in the model.
         blocks: usize,
         /// Depths with an early exit.

@@ -139,6 +139,18 @@ pub trait Model: Send + Sync {
         linear(&self.features(body, x, mode), &head[0], &head[1])
     }
 
+    /// The logits `[C, B, classes]` of each read-out of a (sub-)model that holds several (early
+    /// exits, then the deepest): `depths` says after how many blocks each reads
+    /// ([`crate::Structure::readouts`]), shallowest first; the last is [`Model::forward`]'s.
+    /// A model without early exits has one read-out, and the default runs `forward`.
+    ///
+    /// # Panics
+    /// By default, if `depths` names more than one read-out.
+    fn forward_exits(&self, params: &[Tensor], x: &Tensor, mode: &mut Mode, depths: &[usize]) -> Vec<Tensor> {
+        assert!(depths.len() <= 1, "this model has one read-out, {} asked for", depths.len());
+        vec![self.forward(params, x, mode)]
+    }
+
     /// Forward FLOPs per sample attributed to each tensor, for the given (sub-)model shapes.
     /// A multiply-add counts as 2 FLOPs. The sum is the model's forward cost.
     fn flops_per_tensor(&self, shapes: &[Vec<i64>]) -> Vec<f64>;

@@ -189,10 +189,26 @@ impl Structure {
     /// the window's top: through the early exit there, trained, or through the final head when
     /// the window reaches the last block. Every other exit is dropped.
     pub fn depth_window(&self, window: std::ops::Range<usize>) -> Result<Vec<TensorRole>> {
+        self.depth_window_with_exits(window, &[])
+    }
+
+    /// [`Structure::depth_window`] that also keeps, trained, the early exits after each depth
+    /// of `exits` (inside the window, below its top): the shallower read-outs a sub-model
+    /// distils into (Co-S²P's exits of the shallower clients).
+    pub fn depth_window_with_exits(&self, window: std::ops::Range<usize>, exits: &[usize]) -> Result<Vec<TensorRole>> {
         let blocks = self.blocks();
-        let exits = self.exits();
-        if window.is_empty() || window.end > blocks || (window.end < blocks && !exits.contains(&window.end)) {
-            return Err(ShapeError::DepthWindow { start: window.start, end: window.end, blocks, exits }.into());
+        let available = self.exits();
+        let top_ok = window.end == blocks || available.contains(&window.end);
+        let inner_ok = exits.iter().all(|d| available.contains(d) && *d > window.start && *d < window.end);
+        if window.is_empty() || window.end > blocks || !top_ok || !inner_ok {
+            return Err(ShapeError::DepthWindow {
+                start: window.start,
+                end: window.end,
+                inner: exits.to_vec(),
+                blocks,
+                exits: available,
+            }
+            .into());
         }
         Ok(self
             .tensors
@@ -203,7 +219,7 @@ impl Structure {
                 Depth::Block(i) if i < window.start => TensorRole::Freeze,
                 Depth::Block(i) if i < window.end => TensorRole::Train,
                 Depth::Block(_) => TensorRole::Drop,
-                Depth::Exit(d) if d == window.end => TensorRole::Train,
+                Depth::Exit(d) if d == window.end || exits.contains(&d) => TensorRole::Train,
                 Depth::Exit(_) => TensorRole::Drop,
                 Depth::Head if window.end == blocks => TensorRole::Train,
                 Depth::Head => TensorRole::Drop,
@@ -211,11 +227,43 @@ impl Structure {
             .collect())
     }
 
+    /// The depth after which each read-out of a (sub-)model whose tensors are `names` (in
+    /// structure order) reads: an early exit's depth, or every block for the final head; in
+    /// order, the deepest last. Names that are not the model's are skipped.
+    pub fn readouts(&self, names: &[String]) -> Vec<usize> {
+        let mut depths = Vec::new();
+        let mut last: Option<Depth> = None;
+        for name in names {
+            let Some(t) = self.tensor_index(name) else { continue };
+            let depth = self.tensors[t].depth;
+            if Some(depth) != last {
+                match depth {
+                    Depth::Exit(d) => depths.push(d),
+                    Depth::Head => depths.push(self.blocks()),
+                    Depth::Stem | Depth::Block(_) => {}
+                }
+            }
+            last = Some(depth);
+        }
+        depths
+    }
+
     /// A sub-model: the depth window `window` ([`Structure::depth_window`]) with the kept units
     /// of each group (`kept` as in [`Structure::mask_from_units`]; units of dropped blocks are
     /// ignored).
     pub fn submodel(&self, window: std::ops::Range<usize>, kept: &[Option<Vec<i64>>]) -> Result<Mask> {
-        let roles = self.depth_window(window)?;
+        self.submodel_with_exits(window, &[], kept)
+    }
+
+    /// [`Structure::submodel`] keeping the early exits after `exits` too
+    /// ([`Structure::depth_window_with_exits`]).
+    pub fn submodel_with_exits(
+        &self,
+        window: std::ops::Range<usize>,
+        exits: &[usize],
+        kept: &[Option<Vec<i64>>],
+    ) -> Result<Mask> {
+        let roles = self.depth_window_with_exits(window, exits)?;
         let Mask::Structured(width) = self.mask_from_units(kept)? else {
             unreachable!("mask_from_units is structured")
         };

@@ -16,6 +16,7 @@ mod adan;
 pub mod augment;
 mod contrastive;
 mod decay_gradient;
+pub mod distill;
 pub mod learned_pull;
 pub mod rates;
 pub mod reference;
@@ -67,11 +68,12 @@ pub struct TrainJob {
 }
 
 impl TrainJob {
-    /// What jobs must share to train as one cohort: their starting tensors' shapes and which
-    /// of them are frozen.
-    pub fn signature(&self) -> (Vec<Vec<i64>>, Vec<bool>) {
+    /// What jobs must share to train as one cohort: their starting tensors' shapes, which of
+    /// them are frozen, and which tensors of the model they are.
+    pub fn signature(&self) -> (Vec<Vec<i64>>, Vec<bool>, Vec<String>) {
         let frozen = if self.frozen.iter().any(|&f| f) { self.frozen.clone() } else { Vec::new() };
-        (self.params.shapes(), frozen)
+        // Sub-models of equal shapes may still hold other tensors (a depth window's exits).
+        (self.params.shapes(), frozen, self.params.names().to_vec())
     }
 
     /// Per starting tensor, whether the job trains it: not a buffer of the model (found by

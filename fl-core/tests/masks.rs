@@ -231,6 +231,13 @@ fn a_depth_window_freezes_below_trains_inside_and_reads_out_at_its_top() {
         let err = s.depth_window(bad.clone()).unwrap_err().to_string();
         assert!(err.contains("depth window") && err.contains("3 blocks"), "{bad:?}: {err}");
     }
+    // Inner exits: the window 0..3 reading out after 1 and 2 blocks too, in order.
+    assert_eq!(s.depth_window_with_exits(0..3, &[1, 2]).unwrap(), [T, T, T, T, T, T, T, T, T, T]);
+    assert_eq!(s.depth_window_with_exits(1..3, &[2]).unwrap(), [F, F, T, T, D, D, T, T, T, T]);
+    assert!(s.depth_window_with_exits(1..3, &[1]).is_err(), "an exit at the window's start reads a frozen block");
+    let names: Vec<String> =
+        ["stem", "block0", "block1", "exit2.norm", "exit2.head", "norm", "head"].map(String::from).to_vec();
+    assert_eq!(s.readouts(&names), [2, 3]);
     // Without an exit after one block, a window cannot end there.
     let mut no_exit1 = stack();
     no_exit1.tensors.retain(|t| !t.name.starts_with("exit1"));

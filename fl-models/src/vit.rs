@@ -274,22 +274,55 @@ impl Vit {
         self.imported.as_ref()
     }
 
-    /// Blocks and unread exits of a (sub-)model of `tensors` tensors: the full model's (with its
-    /// exits), or a depth window's, which holds its blocks and one read-out, no other exit.
+    /// Blocks and read-outs (early exits, then the final one) of a (sub-)model of `tensors`
+    /// tensors, `matrix(i)` saying whether tensor i is a weight matrix: after the stem, each
+    /// block is 16 tensors whose fifth (the k projection) is a matrix, each read-out 4 whose
+    /// fifth would be the next read-out's LayerNorm weight. The full model's exits count as
+    /// read-outs.
     ///
     /// # Panics
-    /// If no such model has that many tensors.
-    fn layout_of(&self, tensors: usize) -> (usize, usize) {
-        if tensors == self.structure.tensors.len() {
-            return (self.dims.depth as usize, self.cfg.exits.len());
+    /// If the tensors after the blocks are not whole read-outs.
+    fn layout_of(tensors: usize, matrix: impl Fn(usize) -> bool) -> (usize, usize) {
+        let mut i = STEM;
+        let mut blocks = 0;
+        while i + 4 < tensors && matrix(i + 4) {
+            blocks += 1;
+            i += PER_BLOCK;
         }
-        let blocks = tensors.saturating_sub(STEM + READOUT) / PER_BLOCK;
-        assert_eq!(
-            STEM + PER_BLOCK * blocks + READOUT,
-            tensors,
-            "{NAME}: {tensors} tensors are neither the full model nor a depth window of it"
+        let rest = tensors.saturating_sub(i);
+        assert!(
+            rest >= READOUT && rest.is_multiple_of(READOUT),
+            "{NAME}: {tensors} tensors end in {rest} that are no read-outs"
         );
-        (blocks, 0)
+        (blocks, rest / READOUT)
+    }
+
+    /// [`Vit::layout_of`] for stacked cohort tensors.
+    fn layout_of_stacked(params: &[Tensor]) -> (usize, usize) {
+        Self::layout_of(params.len(), |i| params[i].dim() == 3)
+    }
+
+    /// [`Vit::layout_of`] for unstacked shapes.
+    fn layout_of_shapes(shapes: &[Vec<i64>]) -> (usize, usize) {
+        Self::layout_of(shapes.len(), |i| shapes[i].len() == 2)
+    }
+
+    /// The token sequences `[C, B, T, D]` after the stem, and after each of `blocks` blocks
+    /// (`blocks + 1` entries), reading the tensors from `p`.
+    fn stages(&self, p: &mut Cursor, x: &Tensor, clients: i64, blocks: usize, mode: &mut Mode) -> Vec<Tensor> {
+        let (cls, pos) = p.pair();
+        let (pw, pb) = p.pair();
+        let dm = pw.size()[1];
+        let tokens = cohort::tokens_linear(&self.patches(x, clients), &pw.reshape([clients, dm, -1]), pb);
+        let batch = tokens.size()[1];
+        // The stacked class token is `[C, 1, 1, D]` and the position embedding `[C, 1, T, D]`.
+        let cls = cls.expand([clients, batch, 1, dm], false);
+        let mut stages = vec![mode.dropout(&(Tensor::cat(&[cls, tokens], 2) + pos), self.cfg.dropout)];
+        for _ in 0..blocks {
+            let next = self.block(stages.last().expect("the stem's output"), p, mode);
+            stages.push(next);
+        }
+        stages
     }
 
     /// `x` `[C, B, ch, H, W]` → the patches flattened channel first `[C, B, N, ch·P·P]`, the
@@ -349,25 +382,31 @@ impl Model for Vit {
     }
 
     fn features(&self, body: &[Tensor], x: &Tensor, mode: &mut Mode) -> Tensor {
-        let (blocks, exits) = self.layout_of(body.len() + 2);
-        let mut p = Cursor::new(NAME, body, STEM + PER_BLOCK * blocks + READOUT * exits + 2);
-        let clients = body[0].size()[0];
-        let (cls, pos) = p.pair();
-        let (pw, pb) = p.pair();
-        let dm = pw.size()[1];
-        let tokens = cohort::tokens_linear(&self.patches(x, clients), &pw.reshape([clients, dm, -1]), pb);
-        let batch = tokens.size()[1];
-        // The stacked class token is `[C, 1, 1, D]` and the position embedding `[C, 1, T, D]`.
-        let cls = cls.expand([clients, batch, 1, dm], false);
-        let mut h = mode.dropout(&(Tensor::cat(&[cls, tokens], 2) + pos), self.cfg.dropout);
-        for _ in 0..blocks {
-            h = self.block(&h, &mut p, mode);
-        }
-        for _ in 0..READOUT * exits {
-            p.next(); // The full model's early exits, which its forward pass does not read.
+        // The body lacks the last read-out's head pair: count as if it were there.
+        let (blocks, readouts) = Self::layout_of(body.len() + 2, |i| body[i].dim() == 3);
+        let mut p = Cursor::new(NAME, body, STEM + PER_BLOCK * blocks + READOUT * readouts - 2);
+        let h = self.stages(&mut p, x, body[0].size()[0], blocks, mode).pop().expect("the last stage");
+        for _ in 0..READOUT * (readouts - 1) {
+            p.next(); // Early exits, which the deepest read-out does not use.
         }
         let (nw, nb) = p.pair();
         cohort::layer_norm(&h.select(2, 0), nw, nb, LN_EPS)
+    }
+
+    fn forward_exits(&self, params: &[Tensor], x: &Tensor, mode: &mut Mode, depths: &[usize]) -> Vec<Tensor> {
+        let (blocks, readouts) = Self::layout_of_stacked(params);
+        assert_eq!(depths.len(), readouts, "{NAME}: {readouts} read-outs, {} depths given", depths.len());
+        let mut p = Cursor::new(NAME, params, params.len());
+        let stages = self.stages(&mut p, x, params[0].size()[0], blocks, mode);
+        depths
+            .iter()
+            .map(|&d| {
+                assert!(d <= blocks, "{NAME}: a read-out after {d} blocks of a sub-model of {blocks}");
+                let (nw, nb) = p.pair();
+                let (hw, hb) = p.pair();
+                cohort::linear(&cohort::layer_norm(&stages[d].select(2, 0), nw, nb, LN_EPS), hw, hb)
+            })
+            .collect()
     }
 
     fn activation_floats(&self, shapes: &[Vec<i64>]) -> Vec<f64> {
@@ -375,16 +414,19 @@ impl Model for Vit {
     }
 
     fn flops_per_tensor(&self, shapes: &[Vec<i64>]) -> Vec<f64> {
-        let (blocks, exits) = self.layout_of(shapes.len());
+        let (blocks, readouts) = Self::layout_of_shapes(shapes);
+        let exits = readouts - 1;
         let (t, patches) = (self.tokens, self.tokens - 1);
         // Output positions: the patch projection at every patch, a block's linear maps at every
-        // token, LayerNorms nothing (uncounted), the unread exits nothing, the head once.
+        // token, LayerNorms nothing (uncounted), each read-out's head once.
         let mut positions = vec![0, 0, patches, patches];
         for _ in 0..blocks {
             positions.extend([0, 0, t, t, t, t, t, t, t, t, 0, 0, t, t, t, t]);
         }
-        positions.extend(vec![0; READOUT * exits]);
-        positions.extend([0, 0, 1, 1]);
+        // Every read-out, early exits included (a sub-model distilling into them runs them).
+        for _ in 0..=exits {
+            positions.extend([0, 0, 1, 1]);
+        }
         assert_eq!(positions.len(), shapes.len(), "{NAME} flops: {} shapes", shapes.len());
         let mut out: Vec<f64> = shapes.iter().zip(&positions).map(|(s, &n)| flops::of_tensor(s, n)).collect();
         for block in 0..blocks {
@@ -414,7 +456,8 @@ impl Vit {
     /// Within 5% of the heap growth measured across a training forward pass (`fl-models`'
     /// `job_memory` tests).
     fn activations(&self, shapes: &[Vec<i64>]) -> Vec<f64> {
-        let (blocks, exits) = self.layout_of(shapes.len());
+        let (blocks, readouts) = Self::layout_of_shapes(shapes);
+        let exits = readouts - 1;
         let (t, d) = (self.tokens as f64, self.dims.hidden as f64);
         let dropout = if self.cfg.dropout > 0.0 { 1.0 } else { 0.0 };
         let head_dim = (self.dims.hidden / self.dims.heads) as f64;
@@ -679,6 +722,37 @@ mod tests {
         let stem = 2.0 * d * 48.0 * 4.0 + d * 4.0;
         let head = 2.0 * 3.0 * d + 3.0;
         assert_eq!(f.iter().sum::<f64>(), stem + 2.0 * block + head);
+    }
+
+    #[test]
+    fn a_window_with_inner_exits_reads_out_after_each_depth() {
+        let m = small_with_exits();
+        let p = ParamSet::new(m.structure().names(), params(&m, 21)).unwrap();
+        // The window 0..2 holding the exit after one block too: stem, blocks 0 and 1, exits 1, 2.
+        let mask = m.structure().submodel_with_exits(0..2, &[1], &vec![None; 8]).unwrap();
+        let sub = mask.extract(&p);
+        let depths = m.structure().readouts(sub.names());
+        assert_eq!(depths, [1, 2]);
+        let x = input(&[3, 3, 8, 8], 22);
+        let stacked: Vec<Tensor> = sub.tensors().iter().map(|t| t.unsqueeze(0)).collect();
+        let outs = m.forward_exits(&stacked, &x.unsqueeze(0), &mut Mode::Eval, &depths);
+        // The deepest read-out is the sub-model's forward pass; the other, a one-block ViT's.
+        let deepest = forward_one(&m, sub.tensors(), &x, &mut Mode::Eval);
+        assert!(outs[1].squeeze_dim(0).allclose(&deepest, 1e-6, 1e-6, false));
+        let one = vit(VitConfig { depth: Some(1), exits: vec![], ..m.cfg.clone() }, &[3, 8, 8], 3);
+        let names = sub.names();
+        let pick: Vec<Tensor> = names
+            .iter()
+            .zip(sub.tensors())
+            .filter(|(n, _)| !n.starts_with("blocks.1.") && !n.starts_with("exits.2."))
+            .map(|(_, t)| t.shallow_clone())
+            .collect();
+        let shallow = reference(&one, &pick, &x);
+        assert!(
+            outs[0].squeeze_dim(0).allclose(&shallow, 1e-4, 1e-5, false),
+            "max diff {}",
+            (&outs[0].squeeze_dim(0) - &shallow).abs().max()
+        );
     }
 
     /// The window sub-model's tensors (narrowed) placed back at full width in the layout of

@@ -52,6 +52,8 @@ struct Case {
     width: Option<f64>,
     /// A depth window every client trains (blocks below frozen, above dropped), if any.
     window: Option<std::ops::Range<usize>>,
+    /// Early exits the window reads out at besides its top.
+    exits: Vec<usize>,
 }
 
 impl Case {
@@ -65,7 +67,7 @@ impl Case {
                     .iter()
                     .map(|g| width.map(|w| (0..((g.units as f64 * w).round() as i64).max(1)).collect()))
                     .collect();
-                Some(structure.submodel(window.clone(), &kept).unwrap())
+                Some(structure.submodel_with_exits(window.clone(), &self.exits, &kept).unwrap())
             }
             (None, Some(w)) => Some(structure.width_prefix_mask(w).unwrap()),
             (None, None) => None,
@@ -172,7 +174,15 @@ fn clients(sizes: &[i64]) -> Vec<Vec<i64>> {
 fn case(name: &str, params: &str, spec: DataSpec, sizes: &[i64], width: Option<f64>) -> Case {
     let data = dataset(&spec, sizes.iter().sum(), 11);
     let masked = (0..sizes.len()).map(|c| c % 2 == 1).collect();
-    Case { model: model(name, params, &spec), data, clients: clients(sizes), masked, width, window: None }
+    Case {
+        model: model(name, params, &spec),
+        data,
+        clients: clients(sizes),
+        masked,
+        width,
+        window: None,
+        exits: vec![],
+    }
 }
 
 fn image(c: i64, side: i64) -> DataSpec {
@@ -264,6 +274,29 @@ fn vit_trains_the_same_in_a_cohort_full_narrowed_and_in_a_depth_window() {
         c.window = window.clone();
         let d = c.max_difference(&cfg(0.5, 0.1));
         assert!(d <= 1e-5, "width {width:?}, window {window:?}: max difference {d}");
+    }
+}
+
+#[test]
+fn self_distillation_across_exits_trains_the_same_in_a_cohort_and_reaches_every_read_out() {
+    use fl_core::trainer::distill::DistillConfig;
+    let vit = "depth = 3\nhidden = 8\nmlp = 12\nheads = 2\npatch = 2\nexits = [1, 2]";
+    let mut c = case("vit", vit, image(3, 4), &[6, 3, 5], Some(0.5));
+    c.window = Some(0..3);
+    c.exits = vec![1, 2];
+    // Alone, the 5-sample client's last batch holds one sample; the read-outs' backward pass
+    // then hands the class token and the position embedding views of one gradient buffer,
+    // which the update must still change apart (it did not, before `unaliased`).
+    let distill = SgdConfig { distill: Some(DistillConfig::default()), ..cfg(0.5, 0.0) };
+    let d = c.max_difference_to_alone(&distill);
+    assert!(d <= 1e-5, "max difference {d}");
+    // Without distillation the early exits get no gradient and keep their values.
+    let jobs = c.jobs();
+    let names = jobs[0].params.names().to_vec();
+    let start: Vec<Tensor> = jobs[0].params.tensors().iter().map(Tensor::copy).collect();
+    let plain = Sgd::new(cfg(0.5, 0.0)).train_cohort(jobs).unwrap();
+    for (i, name) in names.iter().enumerate().filter(|(_, n)| n.starts_with("exits.")) {
+        assert!(plain[0].params.tensors()[i].equal(&start[i]), "`{name}` moved without distillation");
     }
 }
 
@@ -370,7 +403,7 @@ proptest! {
         let data = dataset(&spec, sizes.iter().sum(), seed);
         let mut r = rand::rngs::StdRng::seed_from_u64(seed);
         let masked = sizes.iter().map(|_| rand::Rng::random_bool(&mut r, 0.5)).collect();
-        let c = Case { model: model("mlp", "hidden = [6]\ndropout = 0.25", &spec), data, clients: clients(&sizes), masked, width: None, window: None };
+        let c = Case { model: model("mlp", "hidden = [6]\ndropout = 0.25", &spec), data, clients: clients(&sizes), masked, width: None, window: None, exits: vec![] };
         let d = c.max_difference(&SgdConfig { batch_size: batch, epochs, ..cfg(momentum, 0.05) });
         prop_assert!(d <= 1e-5, "max difference {}", d);
     }

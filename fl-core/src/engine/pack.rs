@@ -155,7 +155,7 @@ struct Entry {
     seq: u64,
     key: Arc<str>,
     /// The jobs' shapes and frozen tensors ([`TrainJob::signature`]).
-    signature: (Vec<Vec<i64>>, Vec<bool>),
+    signature: (Vec<Vec<i64>>, Vec<bool>, Vec<String>),
     cap: usize,
     trainer: Arc<dyn LocalTrainer>,
     jobs: Vec<TrainJob>,

@@ -36,6 +36,7 @@ use crate::trainer::adan::AdanMoments;
 use crate::trainer::augment::AugmentConfig;
 use crate::trainer::contrastive::Contrast;
 use crate::trainer::decay_gradient::DecayGradient;
+use crate::trainer::distill::DistillConfig;
 use crate::trainer::learned_pull::{LearnedPullConfig, PullControls};
 use crate::trainer::rates::{ClientRates, DelayScaling, LrDecay, Moments, RateConfig, RateTable};
 use crate::trainer::schedule::{BatchSchedule, ClientPlan};
@@ -137,6 +138,10 @@ pub struct SgdConfig {
     /// Image augmentation of the training batches on the device ([`crate::trainer::augment`]);
     /// absent: none.
     pub augment: Option<AugmentConfig>,
+    /// Self-distillation across the sub-model's read-outs, early exits learning from the
+    /// deepest (Co-S²P Eq. 3, [`crate::trainer::distill`]); absent: the deepest read-out's
+    /// cross-entropy alone.
+    pub distill: Option<DistillConfig>,
 }
 
 impl Default for SgdConfig {
@@ -167,6 +172,7 @@ impl Default for SgdConfig {
             masking: Masking::Gradient,
             split: None,
             augment: None,
+            distill: None,
         }
     }
 }
@@ -179,6 +185,15 @@ impl SgdConfig {
         }
         if let Some(augment) = &self.augment {
             augment.validate()?;
+        }
+        if let Some(distill) = &self.distill {
+            distill.validate()?;
+            if self.moon_mu > 0.0 {
+                return Err(InvalidKey::new(
+                    "distill",
+                    "MOON's contrastive term reads one read-out: drop distill or moon_mu",
+                ));
+            }
         }
         if self.batch_size == 0 {
             return Err(InvalidKey::new("batch_size", "expected at least 1"));
@@ -345,6 +360,8 @@ struct SgdCohort {
     /// Per tensor: false for buffers, which the forward pass updates and no step touches, and
     /// for frozen tensors, which only run forward.
     trainable: Vec<bool>,
+    /// The depth of each read-out the jobs' sub-model holds, deepest last.
+    readouts: Vec<usize>,
     order: Vec<usize>,
     params: Vec<Tensor>,
     start: Vec<Tensor>,
@@ -378,6 +395,32 @@ struct SgdCohort {
     factors: [Tensor; 5],
 }
 
+/// The gradients with any two that share memory made separate: autograd may hand two leaves
+/// views of one buffer (a ViT's position embedding and class token when the batch holds one
+/// sample: the class token's gradient is the first row of the embedding's), and the update
+/// works on each gradient in place.
+fn unaliased(grads: Vec<Tensor>) -> Vec<Tensor> {
+    let span = |g: &Tensor| {
+        let start = g.data_ptr() as usize;
+        (start, start + g.numel() * g.kind().elt_size_in_bytes())
+    };
+    let spans: Vec<Option<(usize, usize)>> = grads.iter().map(|g| g.defined().then(|| span(g))).collect();
+    let overlaps = |i: usize| {
+        let Some((a, b)) = spans[i] else { return false };
+        spans.iter().enumerate().any(|(j, s)| j != i && s.is_some_and(|(c, d)| a < d && c < b))
+    };
+    let shared: Vec<bool> = (0..grads.len()).map(overlaps).collect();
+    grads.into_iter().zip(shared).map(|(g, shared)| if shared { g.copy() } else { g }).collect()
+}
+
+/// Each client's weighted cross-entropy `[k]`: `logits` `[k, b, classes]`, `y` `[k·b]`,
+/// `weights` `[k, b]`.
+fn cross_entropy(logits: &Tensor, y: &Tensor, weights: &Tensor) -> Tensor {
+    let [k, b, classes] = logits.size()[..] else { panic!("logits [k, b, classes], got {:?}", logits.size()) };
+    let per_sample = logits.reshape([-1, classes]).cross_entropy_loss::<Tensor>(y, None, Reduction::None, -100, 0.0);
+    (per_sample.reshape([k, b]) * weights).sum_dim_intlist(1, false, Kind::Float)
+}
+
 /// Per-client early stopping on the device: losses of the current epoch, the best epoch mean,
 /// epochs without improvement and whether the client still trains.
 struct EarlyStopping {
@@ -403,6 +446,7 @@ impl SgdCohort {
         let shapes = first.params.shapes();
         let device = first.indices.device();
         let trainable = first.trainable();
+        let readouts = first.model.structure().readouts(first.params.names());
         let frozen = first.signature().1;
         for (j, job) in jobs.iter().enumerate() {
             if !Arc::ptr_eq(&job.model, &model) || job.data.x.data_ptr() != data.x.data_ptr() {
@@ -565,6 +609,7 @@ impl SgdCohort {
             rates,
             stopping,
             trainable,
+            readouts,
             model,
             data,
             names,
@@ -602,7 +647,7 @@ impl SgdCohort {
 
     /// One lockstep step `t` of the clients still training.
     fn sgd_step(&mut self, t: usize) {
-        let (k, b, x, y, weights) = self.batch(t);
+        let (k, _, x, y, weights) = self.batch(t);
         let x = match &self.cfg.augment {
             Some(augment) => augment.apply(&x, &mut self.noise),
             None => x,
@@ -622,19 +667,25 @@ impl SgdCohort {
         };
         let mut mode = Mode::Train(Training { noise: &mut self.noise, valid: valid.as_ref() });
         // MOON reads the features the classifier reads, from the same pass.
-        let (logits, features) = match &self.contrast {
-            Some(_) => {
+        let (per_client, batch_loss, features) = match (&self.contrast, &self.cfg.distill) {
+            (Some(_), _) => {
                 let (body, head) = split_classifier(&inputs);
                 let z = self.model.features(body, &x, &mut mode);
-                (linear(&z, &head[0], &head[1]), Some(z))
+                let per_client = cross_entropy(&linear(&z, &head[0], &head[1]), &y, &weights);
+                let reported = per_client.detach();
+                (per_client, reported, Some(z))
             }
-            None => (self.model.forward(&inputs, &x, &mut mode), None),
+            (None, Some(distill)) => {
+                let logits = self.model.forward_exits(&inputs, &x, &mut mode, &self.readouts);
+                let (per_client, deepest) = distill.loss(&logits, &y, &weights);
+                (per_client, deepest.detach(), None)
+            }
+            (None, None) => {
+                let per_client = cross_entropy(&self.model.forward(&inputs, &x, &mut mode), &y, &weights);
+                let reported = per_client.detach();
+                (per_client, reported, None)
+            }
         };
-        let classes = *logits.size().last().expect("logits have a class dimension");
-        let per_sample =
-            logits.reshape([-1, classes]).cross_entropy_loss::<Tensor>(&y, None, Reduction::None, -100, 0.0);
-        let per_client = (per_sample.reshape([k, b]) * &weights).sum_dim_intlist(1, false, Kind::Float);
-        let batch_loss = per_client.detach();
         let mut seen = self.loss_sum.narrow(0, 0, k);
         match &mut self.stopping {
             Some(stop) => {
@@ -739,7 +790,7 @@ impl SgdCohort {
         let inv_sqrt_bias2 = self.rates.inv_sqrt_bias2.as_ref().map(row);
         let diff_weight = self.rates.diff_weight.as_ref().map(row);
         let shrink = self.rates.shrink.as_ref().map(row);
-        for (i, g) in grads.into_iter().enumerate() {
+        for (i, g) in unaliased(grads).into_iter().enumerate() {
             if !g.defined() {
                 continue; // A tensor the loss does not reach does not move.
             }
