@@ -4,9 +4,11 @@
 //!
 //! Built so far: the semi-asynchronous server loop (`semi-async`, Algorithm 1), the aggregation
 //! by segment importance (`segment-importance`, Eqs. 4–5) and the rolling depth windows with
-//! their widths (`rolling-depth`, §2.1–2.2, on fl-core's [`fl_core::Structure::submodel`]). The
-//! learned width masks, self-distillation across exits, device profiles and the reproduction
-//! are not built yet.
+//! their widths and inner exits (`rolling-depth`, §2.1–2.2, on fl-core's
+//! [`fl_core::Structure::submodel_with_exits`]); self-distillation across the exits is fl-core's
+//! `[trainer] distill` (Eq. 3). Not built yet: the learned width masks (§2.3–2.4), exits kept as
+//! personal client state, the Jetson device profiles, the metrics (Top-5, macro-F1, RU) and the
+//! reproduction.
 
 mod rolling_depth;
 mod segment_importance;

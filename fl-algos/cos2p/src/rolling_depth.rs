@@ -7,7 +7,9 @@
 //! one): in round q (the global version) the window starts at `s = q mod (L − k + 1)`, so that it
 //! rolls over every block; the blocks below are frozen, those above dropped, and the sub-model
 //! reads out through the model's early exit after `s + k` blocks (give the ViT an exit at every
-//! depth it may need, `exits = [1, 2, …, L − 1]`). Inside the window each head and MLP group
+//! depth it may need, `exits = [1, 2, …, L − 1]`), and, with `inner_exits`, also through the
+//! exits at the depths where the shallower clients' windows would end (`s + k_i`), which
+//! `[trainer] distill` teaches from the deepest (Eq. 3). Inside the window each head and MLP group
 //! keeps `R^width` of its units: a rolling FedRolex window (`width = "rolling"`), the first ones
 //! (`"prefix"`) or all (`"full"`). Co-S²P's learned width masks are not built yet.
 
@@ -40,6 +42,10 @@ pub struct RollingDepthConfig {
     pub width_over_depth: f64,
     /// Which units of each group the window keeps.
     pub width: WidthChoice,
+    /// Also read out inside the window at the depths of the shallower clients' windows
+    /// (`s + k_i` for every `k_i < k`), the exits `[trainer] distill` teaches (§2.2).
+    #[default(true)]
+    pub inner_exits: bool,
 }
 
 impl Validate for RollingDepthConfig {
@@ -78,12 +84,34 @@ impl RollingDepth {
         }
     }
 
+    /// `k = ⌊L · R^depth⌋` (at least 1) trained blocks of a client with depth ratio `depth`.
+    pub fn trained_blocks(blocks: usize, depth: f64) -> usize {
+        ((blocks as f64 * depth + 1e-9).floor() as usize).clamp(1, blocks)
+    }
+
     /// The window `s..s + k` of a client with depth ratio `depth` among `blocks` blocks in
     /// round `round`.
     pub fn window(blocks: usize, depth: f64, round: u64) -> std::ops::Range<usize> {
-        let k = ((blocks as f64 * depth + 1e-9).floor() as usize).clamp(1, blocks);
+        let k = Self::trained_blocks(blocks, depth);
         let s = (round % (blocks - k + 1) as u64) as usize;
         s..s + k
+    }
+
+    /// The early exits inside `window` at the depths of the shallower clients' windows among
+    /// `profiles`: `s + k_i` for every other `k_i < k`, ascending.
+    fn inner_exits(
+        &self,
+        window: &std::ops::Range<usize>,
+        blocks: usize,
+        profiles: &[fl_core::DeviceProfile],
+    ) -> Vec<usize> {
+        let mut ks: Vec<usize> = (0..profiles.len())
+            .map(|c| Self::trained_blocks(blocks, self.split(self.cfg.ratios.ratio(c, profiles)).0))
+            .filter(|&k| k < window.len())
+            .collect();
+        ks.sort_unstable();
+        ks.dedup();
+        ks.into_iter().map(|k| window.start + k).collect()
     }
 }
 
@@ -110,7 +138,8 @@ impl MaskPolicy for RollingDepth {
                 }
             })
             .collect();
-        ctx.structure.submodel(window, &kept)
+        let exits = if self.cfg.inner_exits { self.inner_exits(&window, blocks, ctx.profiles) } else { Vec::new() };
+        ctx.structure.submodel_with_exits(window, &exits, &kept)
     }
 
     fl_core::stateless!();
@@ -143,6 +172,26 @@ mod tests {
         assert_eq!(rho.split(0.5625), (1.0, 0.5625));
         let wide = RollingDepth::new(RollingDepthConfig { width_over_depth: 2.0, ..RollingDepthConfig::default() });
         assert_eq!(wide.split(0.5625), (0.5625, 1.0));
+    }
+
+    #[test]
+    fn a_strong_client_reads_out_where_the_weak_clients_windows_end() {
+        use fl_core::DeviceProfile;
+        // E1's mix: one NX (21 TOPS) at R = 0.0625 (k = 2), seven AGX at R = 0.5625 (k = 6).
+        let speeds = [21.0, 200.0, 200.0, 200.0, 275.0, 275.0, 275.0, 275.0];
+        let profiles: Vec<DeviceProfile> = speeds
+            .iter()
+            .map(|&s| DeviceProfile {
+                flops_per_s: s,
+                up_bytes_per_s: 1.0,
+                down_bytes_per_s: 1.0,
+                memory_bytes: f64::INFINITY,
+            })
+            .collect();
+        let policy = RollingDepth::new(RollingDepthConfig::default());
+        // A strong client's window 1..7 reads out after 1 + 2 = 3 blocks too; a weak one's, only at its top.
+        assert_eq!(policy.inner_exits(&(1..7), 8, &profiles), [3]);
+        assert_eq!(policy.inner_exits(&(4..6), 8, &profiles), Vec::<usize>::new());
     }
 
     #[test]
