@@ -15,6 +15,15 @@ pub struct EvalRecord {
     pub accuracy: f64,
     /// Mean cross-entropy on the test set (NaN when the test set was skipped).
     pub loss: f64,
+    /// Top-5 accuracy on the test set (the label among the five largest logits; with five
+    /// classes or fewer, 1), NaN when the test set was skipped or the record predates it.
+    #[serde(default = "nan")]
+    pub top5: f64,
+    /// Macro-averaged F1 on the test set: the mean over the classes that occur as a label or
+    /// a prediction of `2·TP / (2·TP + FP + FN)` (scikit-learn's `f1_score(average="macro")`);
+    /// NaN when skipped or older.
+    #[serde(default = "nan")]
+    pub macro_f1: f64,
     /// Mean local training loss of the updates aggregated since the previous evaluation (NaN
     /// if there were none).
     pub train_loss: f64,
@@ -31,14 +40,19 @@ pub struct EvalRecord {
     pub rejected_updates: u64,
 }
 
+/// What a record written before a score existed reads for it.
+fn nan() -> f64 {
+    f64::NAN
+}
+
 impl EvalRecord {
     /// The header line of the metrics CSV, the fields in declaration order.
-    pub const CSV_HEADER: &'static str = "virtual_time_s,version,updates,accuracy,loss,train_loss,mean_staleness,max_staleness,bytes_up,bytes_down,rejected_updates";
+    pub const CSV_HEADER: &'static str = "virtual_time_s,version,updates,accuracy,loss,train_loss,mean_staleness,max_staleness,bytes_up,bytes_down,rejected_updates,top5,macro_f1";
 
     /// The record as one CSV line (no newline), in [`EvalRecord::CSV_HEADER`]'s order.
     pub fn csv_row(&self) -> String {
         format!(
-            "{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{}",
             self.virtual_time_s,
             self.version,
             self.updates,
@@ -49,7 +63,9 @@ impl EvalRecord {
             self.max_staleness,
             self.bytes_up,
             self.bytes_down,
-            self.rejected_updates
+            self.rejected_updates,
+            self.top5,
+            self.macro_f1
         )
     }
 
@@ -64,6 +80,7 @@ impl EvalRecord {
         let (time, version, accuracy, loss) =
             (required("virtual_time_s")?, required("version")?, required("accuracy")?, required("loss")?);
         let optional = |name: &str| column(name);
+        let (top5, macro_f1) = (optional("top5"), optional("macro_f1"));
         let (updates, train_loss, mean_staleness, max_staleness, bytes_up, bytes_down, rejected) = (
             optional("updates"),
             optional("train_loss"),
@@ -88,6 +105,8 @@ impl EvalRecord {
                 updates: count(updates)?,
                 accuracy: cell(accuracy)?,
                 loss: cell(loss)?,
+                top5: number(top5)?,
+                macro_f1: number(macro_f1)?,
                 train_loss: number(train_loss)?,
                 mean_staleness: number(mean_staleness)?,
                 max_staleness: count(max_staleness)?,
@@ -116,6 +135,8 @@ mod tests {
             updates: 10 * version,
             accuracy,
             loss: 0.5,
+            top5: 0.75,
+            macro_f1: 0.375,
             train_loss: f64::NAN,
             mean_staleness: 0.25,
             max_staleness: 2,
@@ -154,6 +175,11 @@ mod tests {
         let r = &back[0];
         assert_eq!((r.version, r.virtual_time_s, r.accuracy, r.updates, r.max_staleness), (3, 4.5, 0.75, 0, 0));
         assert!(r.loss.is_nan() && r.train_loss.is_nan() && r.bytes_up.is_nan());
+        assert!(r.top5.is_nan() && r.macro_f1.is_nan());
+        // A record serialised before the top-5 and macro-F1 scores existed (a checkpoint).
+        let json = r#"{"virtual_time_s":1.0,"version":1,"updates":2,"accuracy":0.5,"loss":1.0,"train_loss":1.0,"mean_staleness":0.0,"max_staleness":0,"bytes_up":0.0,"bytes_down":0.0,"rejected_updates":0}"#;
+        let old: EvalRecord = serde_json::from_str(json).unwrap();
+        assert!(old.top5.is_nan() && old.macro_f1.is_nan());
     }
 
     #[test]

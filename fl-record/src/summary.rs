@@ -169,6 +169,8 @@ mod tests {
             updates: 0,
             accuracy,
             loss: 1.0 / (version as f64 + 1.0),
+            top5: f64::NAN,
+            macro_f1: f64::NAN,
             train_loss: f64::NAN,
             mean_staleness: f64::NAN,
             max_staleness: 0,

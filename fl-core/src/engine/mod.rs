@@ -26,7 +26,7 @@ use tch::{Device, Tensor};
 
 pub use allocator::heap_bytes_in_use;
 pub use checkpoint::Checkpoint;
-pub use eval::evaluate;
+pub use eval::{Scores, evaluate};
 pub use pool::{JobHandle, WorkerPool};
 pub use record::{ClientStats, EvalConfig, EvalRecord, Observer, RejectedUpdate, RunConfig, Summary};
 

@@ -23,7 +23,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use super::eval::evaluate_cohort;
+use super::eval::{self, evaluate_cohort};
 use crate::data::{Dataset, FederatedData};
 use crate::error::{EngineError, JobFailure, Result};
 use crate::model::Model;
@@ -32,8 +32,8 @@ use crate::trainer::{LocalTrainer, TrainJob, TrainOutcome};
 
 type Outcomes = std::result::Result<Vec<TrainOutcome>, JobFailure>;
 
-/// Test accuracy and mean cross-entropy of one evaluation.
-type Scores = std::result::Result<(f64, f64), JobFailure>;
+/// The scores of one evaluation.
+type Scores = std::result::Result<eval::Scores, JobFailure>;
 
 /// Runs built to share one process, their data and their cohorts. Build every run of the pack
 /// with [`crate::Experiment::build_in`] before any of them starts, then run each on a thread of
@@ -226,7 +226,7 @@ impl PackMember {
         params: &ParamSet,
         test: &Dataset,
         batch_size: usize,
-    ) -> PackTicket<(f64, f64)> {
+    ) -> PackTicket<eval::Scores> {
         let (reply, receiver) = mpsc::channel();
         let evaluation = Evaluation {
             member: self.id,

@@ -11,7 +11,7 @@ use tch::Tensor;
 use super::BYTES_PER_PARAM;
 use super::allocator;
 use super::cohort::{self, CohortSlot};
-use super::eval::evaluate;
+use super::eval::{Scores, evaluate};
 use super::pack::PackMember;
 use super::pool::{JobHandle, WorkerPool};
 use super::record::{ClientStats, EvalConfig, EvalRecord, Observer, RejectedUpdate, RunConfig, Summary};
@@ -626,7 +626,7 @@ impl World {
             self.evaluations.is_multiple_of(self.eval.test_every) || self.planned.is_some_and(|p| self.version >= p);
         self.evaluations += 1;
         self.last_tested = test;
-        let (accuracy, loss) = if test {
+        let scores = if test {
             match &mut self.pack {
                 Some(pack) => pack
                     .evaluate(&self.model, &self.global, &self.test, self.eval.batch_size)
@@ -635,8 +635,9 @@ impl World {
                 None => evaluate(&*self.model, &self.global, &self.test, self.eval.batch_size),
             }
         } else {
-            (f64::NAN, f64::NAN)
+            Scores::NONE
         };
+        let accuracy = scores.accuracy;
         let w = std::mem::take(&mut self.window);
         let per_update = |x: f64| if w.updates == 0 { f64::NAN } else { x / w.updates as f64 };
         let record = EvalRecord {
@@ -644,7 +645,9 @@ impl World {
             version: self.version,
             updates: self.updates_aggregated,
             accuracy,
-            loss,
+            loss: scores.loss,
+            top5: scores.top5,
+            macro_f1: scores.macro_f1,
             train_loss: per_update(w.train_loss_sum),
             mean_staleness: per_update(w.staleness_sum as f64),
             max_staleness: w.staleness_max,
