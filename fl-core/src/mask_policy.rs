@@ -53,7 +53,9 @@ impl MaskCtx<'_> {
 ///
 /// The returned mask is one of: [`Mask::Full`]; a [`Mask::Structured`] mask, which the engine
 /// validates against the model's shapes (an error otherwise), usually built with
-/// [`Structure::mask_from_units`] or [`Structure::width_prefix_mask`]; or a
+/// [`Structure::mask_from_units`] or [`Structure::width_prefix_mask`], or with
+/// [`Structure::submodel`] for a depth window (its tensors trained, frozen or dropped: see
+/// [`crate::TensorRole`]); or a
 /// [`Mask::Elementwise`] mask with one entry per model tensor, 0/1 tensors of the full shapes.
 /// Randomness must come from `ctx.rng`, the policy's own stream.
 ///
