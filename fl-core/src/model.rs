@@ -162,7 +162,7 @@ pub trait Model: Send + Sync {
 
     /// Floats per sample that autograd keeps for the backward pass, attributed to the tensors
     /// of the (sub-)model with these shapes (the layer a tensor belongs to saves them), for
-    /// [`crate::job_memory`]. The default is a rough count from the FLOPs: each weight's input
+    /// [`crate::job_memory()`]. The default is a rough count from the FLOPs: each weight's input
     /// (a linear layer's `in` features; for a convolution `in · k²` per output position, the
     /// unfolded input, which overcounts the saved input by up to k² and leaves out the
     /// activations' own saved outputs). A model states its exact count where memory matters.

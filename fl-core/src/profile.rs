@@ -24,7 +24,7 @@ pub struct DeviceProfile {
     pub up_bytes_per_s: f64,
     /// Download bandwidth, bytes/s.
     pub down_bytes_per_s: f64,
-    /// Memory a job may use, bytes ([`crate::job_memory`]); infinite: no limit.
+    /// Memory a job may use, bytes ([`crate::job_memory()`]); infinite: no limit.
     #[serde(skip_serializing_if = "is_unlimited")]
     pub memory_bytes: f64,
 }
@@ -245,7 +245,7 @@ pub struct DevicesConfig {
     /// range). Excludes `flops_per_s`.
     pub session_s: Option<Quantity>,
     /// Memory a job may use on the device, bytes, drawn once per device (absent: no limit). A
-    /// job whose estimate ([`crate::job_memory`]) exceeds it is refused with an error.
+    /// job whose estimate ([`crate::job_memory()`]) exceeds it is refused with an error.
     pub memory_bytes: Option<Quantity>,
 }
 

@@ -213,7 +213,7 @@ pub trait LocalTrainer: Send + Sync {
     }
 
     /// Optimizer states per trained element (momentum buffers, moments), for the job memory
-    /// estimate ([`crate::job_memory`]): 0 by default.
+    /// estimate ([`crate::job_memory()`]): 0 by default.
     fn optimizer_states(&self) -> u32 {
         0
     }

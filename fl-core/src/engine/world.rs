@@ -238,7 +238,7 @@ impl World {
         cost
     }
 
-    /// Fails when the job's memory estimate ([`crate::job_memory`]) exceeds the client's
+    /// Fails when the job's memory estimate ([`crate::job_memory()`]) exceeds the client's
     /// device memory; devices without a limit are not estimated.
     fn check_job_memory(&self, client: usize, mask: &Mask) -> Result<()> {
         let available = self.profiles[client].memory_bytes;
