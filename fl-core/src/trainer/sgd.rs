@@ -66,7 +66,7 @@ pub enum Optimizer {
     /// Adam (Kingma and Ba) with `betas` and `eps`, PyTorch's form; weight decay as L2.
     Adam,
     /// Adan (Xie et al., 2022) with `adan_betas` and `eps`, the authors' form; weight decay
-    /// decoupled ([`crate::trainer::adan`]).
+    /// decoupled (fl-core's `trainer::adan` module).
     Adan,
 }
 
