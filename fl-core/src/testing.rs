@@ -1,6 +1,6 @@
 //! Small fixtures for tests of the engine and of plugins: a 2→2 linear model with an exact
 //! FLOP count, a six-sample dataset and a run of both, so durations and results can be worked
-//! out by hand; a client update to hand an aggregator.
+//! out by hand; devices of given speeds and a client update to hand a policy or an aggregator.
 
 use std::sync::Arc;
 
@@ -13,7 +13,7 @@ use crate::mask::Mask;
 use crate::mask_policy::FullModel;
 use crate::model::{Mode, Model};
 use crate::params::ParamSet;
-use crate::profile::{DevicesConfig, Quantity};
+use crate::profile::{DeviceProfile, DevicesConfig, Quantity};
 use crate::rng::Rng;
 use crate::scheduler::Scheduler;
 use crate::staleness::Constant;
@@ -110,6 +110,19 @@ impl Aggregator for KeepGlobal {
     ) -> crate::error::Result<ParamSet> {
         Ok(global.shallow_clone())
     }
+}
+
+/// Devices of these speeds (FLOP/s) with unit links and no memory limit.
+pub fn profiles(speeds: &[f64]) -> Vec<DeviceProfile> {
+    speeds
+        .iter()
+        .map(|&s| DeviceProfile {
+            flops_per_s: s,
+            up_bytes_per_s: 1.0,
+            down_bytes_per_s: 1.0,
+            memory_bytes: f64::INFINITY,
+        })
+        .collect()
 }
 
 /// The update of client 0's job 0 from `base` (version 0): `delta` under `mask`, `samples`

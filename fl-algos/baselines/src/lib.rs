@@ -30,7 +30,7 @@ pub use aggregators::layer_shrinking::{LayerShrinking, LayerShrinkingConfig};
 pub use aggregators::mixing::{AsyncMix, AsyncMixConfig, Combine, MixTarget};
 pub use aggregators::port::{Port, PortConfig};
 pub use aggregators::weighted_mean::{WeightedMean, WeightedMeanConfig, Weighting};
-pub use mask_policies::fedrolex::FedRolex;
+pub use mask_policies::fedrolex::{FedRolex, rolling_units};
 pub use mask_policies::heterofl::HeteroFl;
 pub use mask_policies::width_levels::{Assign, WidthConfig};
 pub use schedulers::async_updates::{AsyncConfig, AsyncUpdates};

@@ -13,7 +13,7 @@
 //! keeps `R^width` of its units: a rolling FedRolex window (`width = "rolling"`), the first ones
 //! (`"prefix"`) or all (`"full"`). Co-S²P's learned width masks are not built yet.
 
-use fl_algo_baselines::WidthConfig;
+use fl_algo_baselines::{WidthConfig, rolling_units};
 use fl_core::{Error, InvalidKey, Mask, MaskCtx, MaskPolicy, Result, Validate};
 use serde::{Deserialize, Serialize};
 use smart_default::SmartDefault;
@@ -130,12 +130,7 @@ impl MaskPolicy for RollingDepth {
             .map(|(n, group)| match (self.cfg.width, n) {
                 (WidthChoice::Full, _) | (_, None) => None,
                 (WidthChoice::Prefix, Some(n)) => Some((0..n).collect()),
-                (WidthChoice::Rolling, Some(n)) => {
-                    let start = (ctx.version % group.units as u64) as i64;
-                    let mut units: Vec<i64> = (0..n).map(|j| (start + j) % group.units).collect();
-                    units.sort_unstable();
-                    Some(units)
-                }
+                (WidthChoice::Rolling, Some(n)) => Some(rolling_units(group.units, n, ctx.version)),
             })
             .collect();
         let exits = if self.cfg.inner_exits { self.inner_exits(&window, blocks, ctx.profiles) } else { Vec::new() };
@@ -176,18 +171,9 @@ mod tests {
 
     #[test]
     fn a_strong_client_reads_out_where_the_weak_clients_windows_end() {
-        use fl_core::DeviceProfile;
         // E1's mix: one NX (21 TOPS) at R = 0.0625 (k = 2), seven AGX at R = 0.5625 (k = 6).
         let speeds = [21.0, 200.0, 200.0, 200.0, 275.0, 275.0, 275.0, 275.0];
-        let profiles: Vec<DeviceProfile> = speeds
-            .iter()
-            .map(|&s| DeviceProfile {
-                flops_per_s: s,
-                up_bytes_per_s: 1.0,
-                down_bytes_per_s: 1.0,
-                memory_bytes: f64::INFINITY,
-            })
-            .collect();
+        let profiles = fl_core::testing::profiles(&speeds);
         let policy = RollingDepth::new(RollingDepthConfig::default());
         // A strong client's window 1..7 reads out after 1 + 2 = 3 blocks too; a weak one's, only at its top.
         assert_eq!(policy.inner_exits(&(1..7), 8, &profiles), [3]);

@@ -146,8 +146,21 @@ mod tests {
         Structure { tensors, groups: vec![UnitGroup { name: "rows".into(), units: 2, members: vec![member] }] }
     }
 
-    fn values(p: &ParamSet) -> Vec<Vec<f32>> {
-        p.tensors().iter().map(|t| Vec::<f32>::try_from(&t.flatten(0, -1)).unwrap()).collect()
+    /// The aggregation of fresh `updates` on the model of [`structure`], as values.
+    fn aggregate(global: &ParamSet, updates: &[ClientUpdate]) -> Vec<Vec<f32>> {
+        let s = structure();
+        let staleness = vec![UpdateStaleness { versions: 0, seconds: 0.0, weight: 1.0 }; updates.len()];
+        let n = updates.len();
+        let ctx = AggregateCtx {
+            version: 1,
+            num_clients: n,
+            total_samples: n,
+            now: 0,
+            staleness: &staleness,
+            structure: Some(&s),
+        };
+        let next = SegmentImportance::new(SegmentImportanceConfig {}).aggregate(global, updates, &ctx).unwrap();
+        next.tensors().iter().map(|t| Vec::<f32>::try_from(&t.flatten(0, -1)).unwrap()).collect()
     }
 
     #[test]
@@ -164,19 +177,7 @@ mod tests {
         // 1.5): γ = 1.8/(1.5 + 3) = 0.4, 0.9/3 = 0.3, 0.3/3 = 0.1.
         let base = set(&[&[0.5, 0.5, 0.5, 1.0, 1.0, 1.0], &[0.0; 3]], &shapes);
         let stale = update(base, set(&[&[0.6, 0.6, 0.6, 0.3, 0.3, 0.3], &[0.0, 0.3, 0.0]], &shapes), Mask::Full);
-        let s = structure();
-        let staleness = [UpdateStaleness { versions: 0, seconds: 0.0, weight: 1.0 }; 2];
-        let ctx = AggregateCtx {
-            version: 1,
-            num_clients: 2,
-            total_samples: 2,
-            now: 0,
-            staleness: &staleness,
-            structure: Some(&s),
-        };
-        let got = values(
-            &SegmentImportance::new(SegmentImportanceConfig {}).aggregate(&global, &[fresh, stale], &ctx).unwrap(),
-        );
+        let got = aggregate(&global, &[fresh, stale]);
         // Row 0: 1 + (0.3·0.3 + 0.4·0.6)/0.7; row 1: 1 + (0.3·0.3)/0.3; b: (0.2·0.6)/0.3,
         // (0.1·0.3)/0.3, 0.
         let row0 = 1.0 + (0.09 + 0.24) / 0.7;
@@ -196,20 +197,7 @@ mod tests {
         let roles = vec![fl_core::TensorRole::Train, fl_core::TensorRole::Freeze];
         let mask = Mask::Structured(rows.with_roles(roles));
         let delta = set(&[&[0.0, 0.0, 0.0, 0.5, -0.5, 0.25], &[0.0; 3]], &shapes);
-        let staleness = [UpdateStaleness { versions: 0, seconds: 0.0, weight: 1.0 }];
-        let ctx = AggregateCtx {
-            version: 1,
-            num_clients: 1,
-            total_samples: 1,
-            now: 0,
-            staleness: &staleness,
-            structure: Some(&s),
-        };
-        let got = values(
-            &SegmentImportance::new(SegmentImportanceConfig {})
-                .aggregate(&global, &[update(global.shallow_clone(), delta, mask)], &ctx)
-                .unwrap(),
-        );
+        let got = aggregate(&global, &[update(global.shallow_clone(), delta, mask)]);
         assert_eq!(got, [vec![1.0, 1.0, 1.0, 1.5, 0.5, 1.25], vec![0.0; 3]]);
     }
 }

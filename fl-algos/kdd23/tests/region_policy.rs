@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use common::{fc1_share, global, round_masks, structure};
 use fl_algo_kdd23::{Granularity, Level, MixDraw, PartitionKind, RegionPolicy, RegionPolicyConfig};
-use fl_core::profile::DeviceProfile;
 use fl_core::rng::{self, TensorNoise};
 use fl_core::tch::Tensor;
 use fl_core::testing::{TinyLinear, tiny_dataset};
@@ -139,8 +138,7 @@ fn an_unknown_tensor_is_an_error_listing_the_model_tensors() {
     let s = structure();
     let g = global(&s);
     let mut p = policy(RegionPolicyConfig { tensors: vec!["layer_input.weight".into()], ..Default::default() });
-    let profile =
-        DeviceProfile { flops_per_s: 1.0, up_bytes_per_s: 1.0, down_bytes_per_s: 1.0, memory_bytes: f64::INFINITY };
+    let profile = fl_core::testing::profiles(&[1.0]).remove(0);
     let mut rng = rng::stream(1, &[0]);
     let err = p
         .mask(&mut MaskCtx {

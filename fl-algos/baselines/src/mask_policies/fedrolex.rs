@@ -14,6 +14,15 @@ use fl_core::{Mask, MaskCtx, MaskPolicy, Result};
 
 use super::width_levels::WidthConfig;
 
+/// The `n` of `units` units that round `round`'s window covers, `round mod units` onwards,
+/// wrapping, in ascending order.
+pub fn rolling_units(units: i64, n: i64, round: u64) -> Vec<i64> {
+    let start = (round % units as u64) as i64;
+    let mut kept: Vec<i64> = (0..n).map(|j| (start + j) % units).collect();
+    kept.sort_unstable();
+    kept
+}
+
 pub struct FedRolex {
     cfg: WidthConfig,
 }
@@ -31,14 +40,7 @@ impl MaskPolicy for FedRolex {
         let kept: Vec<Option<Vec<i64>>> = counts
             .into_iter()
             .zip(&ctx.structure.groups)
-            .map(|(n, group)| {
-                n.map(|n| {
-                    let start = (ctx.version % group.units as u64) as i64;
-                    let mut units: Vec<i64> = (0..n).map(|j| (start + j) % group.units).collect();
-                    units.sort_unstable();
-                    units
-                })
-            })
+            .map(|(n, group)| n.map(|n| rolling_units(group.units, n, ctx.version)))
             .collect();
         ctx.structure.mask_from_units(&kept)
     }

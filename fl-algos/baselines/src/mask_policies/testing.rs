@@ -3,7 +3,8 @@
 
 use fl_core::rng::Rng;
 use fl_core::tch::{Device, Kind, Tensor};
-use fl_core::{DeviceProfile, Mask, MaskCtx, ParamSet, Structure, TensorSpec, UnitGroup, UnitMember};
+use fl_core::testing::profiles;
+use fl_core::{Mask, MaskCtx, ParamSet, Structure, TensorSpec, UnitGroup, UnitMember};
 use rand::SeedableRng;
 
 /// An MLP `4 → hidden[0] → … → 3` with one unit group per hidden layer (`fc1`, `fc2`, …).
@@ -29,19 +30,6 @@ pub fn mlp_structure(hidden: &[i64]) -> Structure {
         })
         .collect();
     Structure { tensors, groups }
-}
-
-/// Devices of these speeds (FLOP/s) with unit links and no memory limit.
-pub fn profiles(speeds: &[f64]) -> Vec<DeviceProfile> {
-    speeds
-        .iter()
-        .map(|&s| DeviceProfile {
-            flops_per_s: s,
-            up_bytes_per_s: 1.0,
-            down_bytes_per_s: 1.0,
-            memory_bytes: f64::INFINITY,
-        })
-        .collect()
 }
 
 /// Runs `f` on the mask context of `client`'s job from `version`, clients with these speeds.

@@ -119,8 +119,8 @@ impl WidthConfig {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::profiles;
     use super::*;
+    use fl_core::testing::profiles;
 
     #[test]
     fn speed_gives_the_largest_level_a_client_can_afford() {

@@ -1,7 +1,6 @@
 //! Shared fixtures of the mask-policy tests: a small model structure, a random global model,
 //! and one round of masks.
 
-use fl_core::profile::DeviceProfile;
 use fl_core::rng;
 use fl_core::tch::{Kind, Tensor};
 use fl_core::{Mask, MaskCtx, MaskPolicy, ParamSet, Structure, TensorSpec};
@@ -40,15 +39,7 @@ pub fn round_masks_on(
     flops_per_s: &[f64],
     rng: &mut rng::Rng,
 ) -> Vec<Mask> {
-    let profiles: Vec<DeviceProfile> = flops_per_s
-        .iter()
-        .map(|&flops_per_s| DeviceProfile {
-            flops_per_s,
-            up_bytes_per_s: 1.0,
-            down_bytes_per_s: 1.0,
-            memory_bytes: f64::INFINITY,
-        })
-        .collect();
+    let profiles = fl_core::testing::profiles(flops_per_s);
     (0..profiles.len())
         .map(|client| {
             policy
