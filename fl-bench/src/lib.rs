@@ -61,6 +61,7 @@ impl MlpWorkload {
                 noise: TensorNoise::new(seed),
                 version: 0,
                 delay: 0.0,
+                width: None,
                 state: None,
             })
             .expect("training runs");

@@ -16,6 +16,7 @@ pub mod engine;
 pub mod error;
 pub mod from_config;
 pub mod job_memory;
+pub mod learned_width;
 pub mod mask;
 pub mod mask_policy;
 pub mod model;
@@ -45,6 +46,7 @@ pub use error::{
 };
 pub use from_config::{FromConfig, ModelFromConfig, NoParams, Validate};
 pub use job_memory::{JobMemory, job_memory};
+pub use learned_width::WidthBudget;
 pub use mask::{Coverage, Mask, StructuredMask, TensorRole};
 pub use mask_policy::{MaskCtx, MaskPolicy};
 pub use model::{Mode, Model, Training, forward_one};

@@ -16,6 +16,7 @@
 use tch::{Device, Kind, Tensor};
 
 use crate::error::{Result, ShapeError};
+use crate::learned_width::WidthBudget;
 use crate::params::ParamSet;
 
 /// What a job does with one tensor of the model.
@@ -39,6 +40,9 @@ pub struct StructuredMask {
     /// One role per tensor; empty: every tensor is trained.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     roles: Vec<TensorRole>,
+    /// Where the client chooses its own width inside the mask (learned width masks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    width: Option<WidthBudget>,
 }
 
 /// The part of the model a client trains in a job.
@@ -56,7 +60,14 @@ impl StructuredMask {
     /// A mask from kept indices, `keep[tensor][dim]` (`None`: the whole dimension); check it
     /// with [`StructuredMask::validate`].
     pub fn new(keep: Vec<Vec<Option<Vec<i64>>>>) -> Self {
-        StructuredMask { keep, roles: Vec::new() }
+        StructuredMask { keep, roles: Vec::new(), width: None }
+    }
+
+    /// This mask with the client choosing its own width inside it under `budget`
+    /// ([`crate::learned_width`]): the job holds the groups at full width and its trainer
+    /// finalises the units it keeps.
+    pub fn with_width_budget(self, budget: WidthBudget) -> Self {
+        StructuredMask { width: Some(budget), ..self }
     }
 
     /// This mask with a role for each tensor (validated with the mask).
@@ -117,6 +128,14 @@ impl Mask {
             Mask::Elementwise(ts) => {
                 Mask::Elementwise(ts.iter().map(|t| t.as_ref().map(Tensor::shallow_clone)).collect())
             }
+        }
+    }
+
+    /// The width the client chooses for itself inside this mask, if it does.
+    pub fn width_budget(&self) -> Option<&WidthBudget> {
+        match self {
+            Mask::Structured(s) => s.width.as_ref(),
+            Mask::Full | Mask::Elementwise(_) => None,
         }
     }
 

@@ -23,6 +23,10 @@ pub struct MaskCtx<'a> {
     pub structure: &'a Structure,
     /// The current global model (for policies that look at weights, e.g. magnitude pruning).
     pub global: &'a ParamSet,
+    /// What the client's trainer kept from its previous job ([`crate::TrainOutcome::state`]),
+    /// on the host: a client's learned width scores ([`crate::learned_width`]); none before its
+    /// first job has arrived.
+    pub client_state: Option<&'a ParamSet>,
     /// The mask policy's own stream.
     pub rng: &'a mut Rng,
 }

@@ -22,6 +22,7 @@ pub mod rates;
 pub mod reference;
 mod schedule;
 pub mod sgd;
+pub mod width_masks;
 
 use std::sync::Arc;
 
@@ -29,6 +30,7 @@ use tch::Tensor;
 
 use crate::data::Dataset;
 use crate::error::{Result, TrainerError};
+use crate::learned_width::WidthBudget;
 use crate::model::Model;
 use crate::params::ParamSet;
 use crate::rng::{Rng, TensorNoise};
@@ -62,6 +64,10 @@ pub struct TrainJob {
     /// versions, by the scheduler's choice; 0 when it has none): delay-aware learning rates
     /// divide by 1 + α·d.
     pub delay: f64,
+    /// Where the client chooses its own width (learned width masks, [`crate::learned_width`]):
+    /// the job holds those groups at full width, and `[trainer] width_masks` learns and applies
+    /// the client's mask. None: the job trains what it holds.
+    pub width: Option<WidthBudget>,
     /// What the trainer kept of this client's previous job ([`TrainOutcome::state`]: FedDyn's
     /// gradient estimate, a previous model), on the compute device; none at its first job.
     pub state: Option<ParamSet>,
@@ -69,11 +75,13 @@ pub struct TrainJob {
 
 impl TrainJob {
     /// What jobs must share to train as one cohort: their starting tensors' shapes, which of
-    /// them are frozen, and which tensors of the model they are.
-    pub fn signature(&self) -> (Vec<Vec<i64>>, Vec<bool>, Vec<String>) {
+    /// them are frozen, which tensors of the model they are, and the groups whose widths they
+    /// learn and whether they train their scores.
+    pub fn signature(&self) -> JobSignature {
         let frozen = if self.frozen.iter().any(|&f| f) { self.frozen.clone() } else { Vec::new() };
+        let width = self.width.as_ref().map(|w| (w.learned.clone(), w.random.clone(), w.learn));
         // Sub-models of equal shapes may still hold other tensors (a depth window's exits).
-        (self.params.shapes(), frozen, self.params.names().to_vec())
+        (self.params.shapes(), frozen, self.params.names().to_vec(), width)
     }
 
     /// Per starting tensor, whether the job trains it: not a buffer of the model (found by
@@ -91,6 +99,9 @@ impl TrainJob {
             .collect()
     }
 }
+
+/// What jobs of one cohort share ([`TrainJob::signature`]).
+pub type JobSignature = (Vec<Vec<i64>>, Vec<bool>, Vec<String>, Option<(Vec<usize>, Vec<usize>, bool)>);
 
 /// What a job returns to the engine.
 pub struct TrainOutcome {
@@ -201,6 +212,13 @@ pub trait LocalTrainer: Send + Sync {
     /// Sample passes (forward + backward of one sample) a job makes over `samples` samples;
     /// the cost model turns this into FLOPs and virtual seconds.
     fn sample_passes(&self, samples: usize) -> f64;
+
+    /// Sample passes a job whose client learns its width ([`TrainJob::width`]) makes over
+    /// `samples` samples training its scores, before its weights; priced over the held
+    /// sub-model. 0 by default.
+    fn width_mask_passes(&self, _samples: usize) -> f64 {
+        0.0
+    }
 
     /// Optimisation steps (mini-batches) of a job over `samples` samples.
     fn steps(&self, samples: usize) -> f64 {

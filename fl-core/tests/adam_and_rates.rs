@@ -45,6 +45,7 @@ fn job(params: ParamSet, indices: &[i64], delay: f64, seed: u64) -> TrainJob {
         noise: TensorNoise::new(seed),
         version: 0,
         delay,
+        width: None,
         state: None,
     }
 }

@@ -29,6 +29,7 @@ fn job(grad_mask: Option<Vec<Option<Tensor>>>) -> TrainJob {
         noise: TensorNoise::new(3),
         version: 0,
         delay: 0.0,
+        width: None,
         state: None,
     }
 }

@@ -100,6 +100,7 @@ impl Case {
                     noise: TensorNoise::new(rng::derive_seed(7, &[c as u64, 1])),
                     version: 0,
                     delay: 0.0,
+                    width: None,
                     state: None,
                 }
             })
@@ -257,6 +258,7 @@ fn epoch_losses(name: &str, channels: i64, rounds: usize) -> Vec<f64> {
                     noise: TensorNoise::new(round),
                     version: 0,
                     delay: 0.0,
+                    width: None,
                     state: None,
                 })
                 .unwrap();

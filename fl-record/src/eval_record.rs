@@ -24,6 +24,12 @@ pub struct EvalRecord {
     /// NaN when skipped or older.
     #[serde(default = "nan")]
     pub macro_f1: f64,
+    /// Co-S²P's resource utilisation (Eq. 17) over the aggregations since the previous
+    /// evaluation: the mean, per aggregation, of `Σ_n T_n / (N · max_n T_n)` over its `N`
+    /// updates, `T_n` the virtual seconds from a job's dispatch to its arrival (training and
+    /// transfers); NaN without aggregations or in older records.
+    #[serde(default = "nan")]
+    pub resource_utilization: f64,
     /// Mean local training loss of the updates aggregated since the previous evaluation (NaN
     /// if there were none).
     pub train_loss: f64,
@@ -47,12 +53,12 @@ fn nan() -> f64 {
 
 impl EvalRecord {
     /// The header line of the metrics CSV, the fields in declaration order.
-    pub const CSV_HEADER: &'static str = "virtual_time_s,version,updates,accuracy,loss,train_loss,mean_staleness,max_staleness,bytes_up,bytes_down,rejected_updates,top5,macro_f1";
+    pub const CSV_HEADER: &'static str = "virtual_time_s,version,updates,accuracy,loss,train_loss,mean_staleness,max_staleness,bytes_up,bytes_down,rejected_updates,top5,macro_f1,resource_utilization";
 
     /// The record as one CSV line (no newline), in [`EvalRecord::CSV_HEADER`]'s order.
     pub fn csv_row(&self) -> String {
         format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             self.virtual_time_s,
             self.version,
             self.updates,
@@ -65,7 +71,8 @@ impl EvalRecord {
             self.bytes_down,
             self.rejected_updates,
             self.top5,
-            self.macro_f1
+            self.macro_f1,
+            self.resource_utilization
         )
     }
 
@@ -80,7 +87,7 @@ impl EvalRecord {
         let (time, version, accuracy, loss) =
             (required("virtual_time_s")?, required("version")?, required("accuracy")?, required("loss")?);
         let optional = |name: &str| column(name);
-        let (top5, macro_f1) = (optional("top5"), optional("macro_f1"));
+        let (top5, macro_f1, utilization) = (optional("top5"), optional("macro_f1"), optional("resource_utilization"));
         let (updates, train_loss, mean_staleness, max_staleness, bytes_up, bytes_down, rejected) = (
             optional("updates"),
             optional("train_loss"),
@@ -107,6 +114,7 @@ impl EvalRecord {
                 loss: cell(loss)?,
                 top5: number(top5)?,
                 macro_f1: number(macro_f1)?,
+                resource_utilization: number(utilization)?,
                 train_loss: number(train_loss)?,
                 mean_staleness: number(mean_staleness)?,
                 max_staleness: count(max_staleness)?,
@@ -137,6 +145,7 @@ mod tests {
             loss: 0.5,
             top5: 0.75,
             macro_f1: 0.375,
+            resource_utilization: 0.625,
             train_loss: f64::NAN,
             mean_staleness: 0.25,
             max_staleness: 2,
@@ -175,11 +184,11 @@ mod tests {
         let r = &back[0];
         assert_eq!((r.version, r.virtual_time_s, r.accuracy, r.updates, r.max_staleness), (3, 4.5, 0.75, 0, 0));
         assert!(r.loss.is_nan() && r.train_loss.is_nan() && r.bytes_up.is_nan());
-        assert!(r.top5.is_nan() && r.macro_f1.is_nan());
+        assert!(r.top5.is_nan() && r.macro_f1.is_nan() && r.resource_utilization.is_nan());
         // A record serialised before the top-5 and macro-F1 scores existed (a checkpoint).
         let json = r#"{"virtual_time_s":1.0,"version":1,"updates":2,"accuracy":0.5,"loss":1.0,"train_loss":1.0,"mean_staleness":0.0,"max_staleness":0,"bytes_up":0.0,"bytes_down":0.0,"rejected_updates":0}"#;
         let old: EvalRecord = serde_json::from_str(json).unwrap();
-        assert!(old.top5.is_nan() && old.macro_f1.is_nan());
+        assert!(old.top5.is_nan() && old.macro_f1.is_nan() && old.resource_utilization.is_nan());
     }
 
     #[test]

@@ -37,6 +37,10 @@ pub struct Summary {
     pub staleness_histogram: BTreeMap<u64, u64>,
     /// Per client, in id order: jobs and virtual seconds spent on them (client fairness).
     pub clients: Vec<ClientStats>,
+    /// Co-S²P's resource utilisation (Eq. 17) over every aggregation of the run (see
+    /// [`EvalRecord::resource_utilization`]); NaN without aggregations or in older summaries.
+    #[serde(deserialize_with = "nan_if_null")]
+    pub resource_utilization: f64,
 }
 
 impl Default for Summary {
@@ -54,6 +58,7 @@ impl Default for Summary {
             time_to_target_s: None,
             staleness_histogram: BTreeMap::new(),
             clients: Vec::new(),
+            resource_utilization: f64::NAN,
         }
     }
 }
@@ -93,6 +98,7 @@ impl Summary {
                 .and_then(|t| records.iter().find(|r| r.accuracy >= t).map(|r| r.virtual_time_s)),
             staleness_histogram: staleness_histogram.clone(),
             clients,
+            resource_utilization: f64::NAN,
         }
     }
 }
@@ -144,6 +150,7 @@ mod tests {
             time_to_target_s: Some(10.0),
             staleness_histogram: BTreeMap::from([(0, 20), (1, 10)]),
             clients: vec![ClientStats { jobs: 3, busy_s: 4.5 }],
+            resource_utilization: 0.875,
         };
         let text = serde_json::to_string(&SummaryFile { summary: summary.clone(), wall_time_s: 2.0 }).unwrap();
         assert!(text.contains("\"final_loss\":null") && text.contains("\"wall_time_s\":2.0"), "{text}");
@@ -171,6 +178,7 @@ mod tests {
             loss: 1.0 / (version as f64 + 1.0),
             top5: f64::NAN,
             macro_f1: f64::NAN,
+            resource_utilization: f64::NAN,
             train_loss: f64::NAN,
             mean_staleness: f64::NAN,
             max_staleness: 0,

@@ -11,10 +11,16 @@
 //! exits at the depths where the shallower clients' windows would end (`s + k_i`), which
 //! `[trainer] distill` teaches from the deepest (Eq. 3). Inside the window each head and MLP group
 //! keeps `R^width` of its units: a rolling FedRolex window (`width = "rolling"`), the first ones
-//! (`"prefix"`) or all (`"full"`). Co-S²P's learned width masks are not built yet.
+//! (`"prefix"`), all (`"full"`), or the units the client learns itself (`"learned"`, §2.3–2.4):
+//! the window goes out at full width with a [`WidthBudget`] of `R^width` over its trained
+//! blocks' groups, and while the round is below `mask_rounds` (Q̂) the client trains its
+//! importance scores before its weights (`[trainer] width_masks`); afterwards its scores are
+//! fixed and the window goes out physically cut to the units they keep. Group kinds
+//! (`heads`, `mlp`: a group name's last part) outside `learned_groups` get random masks, fixed
+//! per client (Table 3's ablation).
 
 use fl_algo_baselines::{WidthConfig, rolling_units};
-use fl_core::{Error, InvalidKey, Mask, MaskCtx, MaskPolicy, Result, Validate};
+use fl_core::{Depth, Error, InvalidKey, Mask, MaskCtx, MaskPolicy, Result, Validate, WidthBudget, learned_width};
 use serde::{Deserialize, Serialize};
 use smart_default::SmartDefault;
 
@@ -29,6 +35,8 @@ pub enum WidthChoice {
     Prefix,
     /// Every unit: depth pruning alone.
     Full,
+    /// The units the client's learned scores keep (§2.3–2.4).
+    Learned,
 }
 
 #[derive(Debug, Clone, PartialEq, SmartDefault, Serialize, Deserialize)]
@@ -46,6 +54,14 @@ pub struct RollingDepthConfig {
     /// (`s + k_i` for every `k_i < k`), the exits `[trainer] distill` teaches (§2.2).
     #[default(true)]
     pub inner_exits: bool,
+    /// Q̂: rounds (global versions) below which clients train their width scores
+    /// (`width = "learned"`; E1: 20).
+    #[default(20)]
+    pub mask_rounds: u64,
+    /// Group kinds whose masks clients learn with `width = "learned"`; the others' masks are
+    /// random (Table 3: `["heads"]`, `["mlp"]`, `[]`).
+    #[default(vec!["heads".to_string(), "mlp".to_string()])]
+    pub learned_groups: Vec<String>,
 }
 
 impl Validate for RollingDepthConfig {
@@ -97,6 +113,30 @@ impl RollingDepth {
         s..s + k
     }
 
+    /// The width budget of a window: `R^width` over the groups of its trained blocks, learned
+    /// or random by their kind, scores trained below round Q̂.
+    fn budget(&self, ctx: &MaskCtx, window: &std::ops::Range<usize>, width: f64) -> Result<WidthBudget> {
+        let kinds: Vec<&str> =
+            ctx.structure.groups.iter().map(|g| g.name.rsplit('.').next().unwrap_or(&g.name)).collect();
+        if let Some(unknown) = self.cfg.learned_groups.iter().find(|k| !kinds.contains(&k.as_str())) {
+            return Err(Error::component(
+                "rolling-depth",
+                format!("learned_groups: no unit group of kind `{unknown}`; the model's kinds are {kinds:?}"),
+            ));
+        }
+        let in_window = |g: usize| {
+            ctx.structure.groups[g].members.iter().all(|m| match ctx.structure.tensors[m.tensor].depth {
+                Depth::Block(b) => window.contains(&b),
+                _ => false,
+            })
+        };
+        let (learned, random): (Vec<usize>, Vec<usize>) = (0..ctx.structure.groups.len())
+            .filter(|&g| in_window(g))
+            .partition(|&g| self.cfg.learned_groups.iter().any(|k| k == kinds[g]));
+        let learn = ctx.version < self.cfg.mask_rounds && !learned.is_empty();
+        Ok(WidthBudget { ratio: width, learned, random, learn })
+    }
+
     /// The early exits inside `window` at the depths of the shallower clients' windows among
     /// `profiles`: `s + k_i` for every other `k_i < k`, ascending.
     fn inner_exits(
@@ -128,13 +168,23 @@ impl MaskPolicy for RollingDepth {
             .into_iter()
             .zip(&ctx.structure.groups)
             .map(|(n, group)| match (self.cfg.width, n) {
-                (WidthChoice::Full, _) | (_, None) => None,
+                (WidthChoice::Full | WidthChoice::Learned, _) | (_, None) => None,
                 (WidthChoice::Prefix, Some(n)) => Some((0..n).collect()),
                 (WidthChoice::Rolling, Some(n)) => Some(rolling_units(group.units, n, ctx.version)),
             })
             .collect();
         let exits = if self.cfg.inner_exits { self.inner_exits(&window, blocks, ctx.profiles) } else { Vec::new() };
-        ctx.structure.submodel_with_exits(window, &exits, &kept)
+        if self.cfg.width != WidthChoice::Learned {
+            return ctx.structure.submodel_with_exits(window, &exits, &kept);
+        }
+        let budget = self.budget(ctx, &window, width)?;
+        match learned_width::kept_units(ctx.structure, &budget, ctx.client_state).filter(|_| !budget.learn) {
+            Some(kept) => ctx.structure.submodel_with_exits(window, &exits, &kept),
+            None => match ctx.structure.submodel_with_exits(window, &exits, &vec![None; ctx.structure.groups.len()])? {
+                Mask::Structured(mask) => Ok(Mask::Structured(mask.with_width_budget(budget))),
+                other => Ok(other),
+            },
+        }
     }
 
     fl_core::stateless!();

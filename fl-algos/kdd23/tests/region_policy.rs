@@ -148,6 +148,7 @@ fn an_unknown_tensor_is_an_error_listing_the_model_tensors() {
             choice: None,
             structure: &s,
             global: &g,
+            client_state: None,
             rng: &mut rng,
         })
         .unwrap_err()
@@ -184,6 +185,7 @@ fn masked_local_training_keeps_masked_weights_at_zero() {
             noise: TensorNoise::new(5),
             version: 0,
             delay: 0.0,
+            width: None,
             state: None,
         })
         .unwrap();

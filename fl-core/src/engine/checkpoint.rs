@@ -27,6 +27,7 @@ use tch::{Device, Tensor};
 
 use super::cohort::CohortSlot;
 use super::record::{ClientStats, EvalRecord};
+use super::utilization::Utilization;
 use super::world::{Event, InFlight, PullStage, Work, World};
 use crate::clock::{EventQueue, Tick};
 use crate::error::{Error, Result};
@@ -194,6 +195,9 @@ struct WorldState {
     bytes_down: f64,
     /// The open window: train loss sum, updates, staleness sum and max.
     window: (f64, u64, u64, u64),
+    /// Resource utilisation summed in the open window and over the run.
+    #[serde(default)]
+    utilization: (Utilization, Utilization),
     staleness_histogram: BTreeMap<u64, u64>,
     last_eval_version: Option<u64>,
     evaluations: u64,
@@ -401,6 +405,7 @@ pub(super) fn save(w: &World, scheduler: &dyn crate::scheduler::Scheduler) -> Re
         bytes_up: w.bytes_up,
         bytes_down: w.bytes_down,
         window: (w.window.train_loss_sum, w.window.updates, w.window.staleness_sum, w.window.staleness_max),
+        utilization: (w.window.utilization, w.utilization),
         staleness_histogram: w.staleness_histogram.clone(),
         last_eval_version: w.last_eval_version,
         evaluations: w.evaluations,
@@ -471,6 +476,7 @@ pub(super) fn restore(
     w.bytes_up = s.bytes_up;
     w.bytes_down = s.bytes_down;
     (w.window.train_loss_sum, w.window.updates, w.window.staleness_sum, w.window.staleness_max) = s.window;
+    (w.window.utilization, w.utilization) = s.utilization;
     w.staleness_histogram = s.staleness_histogram;
     w.last_eval_version = s.last_eval_version;
     w.evaluations = s.evaluations;

@@ -17,6 +17,7 @@ pub mod memory;
 pub mod pack;
 mod pool;
 mod record;
+pub mod utilization;
 mod world;
 
 use std::collections::BTreeMap;
@@ -44,6 +45,7 @@ use crate::staleness::StalenessFn;
 use crate::trainer::LocalTrainer;
 use host::Host;
 use pack::PackMember;
+use utilization::Utilization;
 use world::{Client, Event, Window, World};
 
 /// Bytes per transferred parameter (float32).
@@ -205,6 +207,7 @@ impl Simulation {
             bytes_up: 0.0,
             bytes_down: 0.0,
             window: Window::default(),
+            utilization: Utilization::default(),
             staleness_histogram: BTreeMap::new(),
             last_eval_version: None,
             evaluations: 0,

@@ -154,8 +154,8 @@ struct Entry {
     member: usize,
     seq: u64,
     key: Arc<str>,
-    /// The jobs' shapes and frozen tensors ([`TrainJob::signature`]).
-    signature: (Vec<Vec<i64>>, Vec<bool>, Vec<String>),
+    /// What the jobs share ([`TrainJob::signature`]).
+    signature: crate::trainer::JobSignature,
     cap: usize,
     trainer: Arc<dyn LocalTrainer>,
     jobs: Vec<TrainJob>,

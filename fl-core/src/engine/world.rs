@@ -15,6 +15,7 @@ use super::eval::{Scores, evaluate};
 use super::pack::PackMember;
 use super::pool::{JobHandle, WorkerPool};
 use super::record::{ClientStats, EvalConfig, EvalRecord, Observer, RejectedUpdate, RunConfig, Summary};
+use super::utilization::Utilization;
 use crate::aggregator::{AggregateCtx, Aggregator, UpdateStaleness};
 use crate::clock::{EventQueue, Tick, seconds, ticks};
 use crate::data::Dataset;
@@ -119,6 +120,7 @@ pub(super) struct Window {
     pub(super) updates: u64,
     pub(super) staleness_sum: u64,
     pub(super) staleness_max: u64,
+    pub(super) utilization: Utilization,
 }
 
 /// The simulation state the scheduler acts on.
@@ -168,6 +170,8 @@ pub(crate) struct World {
     pub(super) bytes_up: f64,
     pub(super) bytes_down: f64,
     pub(super) window: Window,
+    /// Resource utilisation over every aggregation of the run.
+    pub(super) utilization: Utilization,
     pub(super) staleness_histogram: BTreeMap<u64, u64>,
     pub(super) last_eval_version: Option<u64>,
     /// Evaluations so far, and whether the latest one ran the test set.
@@ -198,6 +202,7 @@ impl World {
             choice,
             structure: self.model.structure(),
             global: &self.global,
+            client_state: self.client_state[client].as_ref(),
             rng,
         })?;
         if let Mask::Structured(s) = &mask {
@@ -221,7 +226,12 @@ impl World {
             }
         };
         let samples = self.clients[client].samples;
-        let passes = self.trainer.sample_passes(samples);
+        // A client that learns its width first trains its scores over the held sub-model.
+        let mask_passes = match mask.width_budget() {
+            Some(budget) if budget.learn => self.trainer.width_mask_passes(samples),
+            _ => 0.0,
+        };
+        let passes = self.trainer.sample_passes(samples) + mask_passes;
         let client_tensors = self.split.map_or(kept.len(), |s| s.client_tensors);
         let bytes = |per_tensor: &[i64]| per_tensor[..client_tensors].iter().sum::<i64>() as f64 * BYTES_PER_PARAM;
         let mut cost = JobCost {
@@ -376,6 +386,7 @@ impl World {
             noise: TensorNoise::new(rng::derive_seed(self.seed, &[tag::JOB, client as u64, job, 1])),
             version,
             delay,
+            width: mask.width_budget().cloned(),
             state: self.client_state[client].as_ref().map(|s| s.to_device(self.global.tensors()[0].device())),
         };
         (job, jitter)
@@ -600,6 +611,9 @@ impl World {
         self.global = next;
         self.version += 1;
         self.updates_aggregated += updates.len() as u64;
+        let times: Vec<f64> = updates.iter().map(|u| seconds(u.arrived_at - u.dispatched_at)).collect();
+        self.window.utilization.add(&times);
+        self.utilization.add(&times);
         for (u, s) in updates.iter().zip(&staleness) {
             self.window.train_loss_sum += u.train_loss;
             self.window.updates += 1;
@@ -648,6 +662,7 @@ impl World {
             loss: scores.loss,
             top5: scores.top5,
             macro_f1: scores.macro_f1,
+            resource_utilization: w.utilization.mean(),
             train_loss: per_update(w.train_loss_sum),
             mean_staleness: per_update(w.staleness_sum as f64),
             max_staleness: w.staleness_max,
@@ -668,7 +683,7 @@ impl World {
     }
 
     pub(super) fn summary(&self) -> Summary {
-        Summary::from_records(
+        let summary = Summary::from_records(
             &self.records,
             seconds(self.now),
             self.version,
@@ -676,7 +691,8 @@ impl World {
             &self.staleness_histogram,
             self.run.target_accuracy,
             self.clients.iter().map(|c| c.stats.clone()).collect(),
-        )
+        );
+        Summary { resource_utilization: self.utilization.mean(), ..summary }
     }
 }
 

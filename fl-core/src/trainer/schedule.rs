@@ -15,6 +15,7 @@
 use rand::seq::SliceRandom;
 use tch::{Device, Tensor};
 
+use crate::data::Dataset;
 use crate::rng::Rng;
 
 /// One client's part of a cohort schedule.
@@ -126,5 +127,18 @@ impl BatchSchedule {
         let (k, b) = self.shapes[t];
         let cut = |x: &Tensor| x.get(t as i64).narrow(0, 0, k).narrow(1, 0, b);
         (cut(&self.indices), cut(&self.weights))
+    }
+
+    /// Step `t`'s batch of `data`: the clients still training `k`, the batch length `b`, the
+    /// inputs `[k, b, ...]`, the labels `[k·b]` and the loss weights `[k, b]`.
+    pub fn inputs(&self, data: &Dataset, t: usize) -> (i64, i64, Tensor, Tensor, Tensor) {
+        let (k, b) = self.shape(t);
+        let (indices, weights) = self.batch(t);
+        let flat = indices.reshape([-1]);
+        let mut x_shape = vec![k, b];
+        x_shape.extend(&data.x.size()[1..]);
+        let x = data.x.index_select(0, &flat).reshape(x_shape.as_slice());
+        let y = data.y.index_select(0, &flat);
+        (k, b, x, y, weights)
     }
 }

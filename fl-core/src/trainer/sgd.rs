@@ -40,6 +40,7 @@ use crate::trainer::distill::DistillConfig;
 use crate::trainer::learned_pull::{LearnedPullConfig, PullControls};
 use crate::trainer::rates::{ClientRates, DelayScaling, LrDecay, Moments, RateConfig, RateTable};
 use crate::trainer::schedule::{BatchSchedule, ClientPlan};
+use crate::trainer::width_masks::{WidthMaskConfig, WidthMasks};
 use crate::trainer::{LocalTrainer, PullInfo, PullMerge, TrainJob, TrainOutcome, TrainSession};
 
 /// The trainer's registered name, which its errors begin with.
@@ -142,6 +143,9 @@ pub struct SgdConfig {
     /// deepest (Co-S²P Eq. 3, [`crate::trainer::distill`]); absent: the deepest read-out's
     /// cross-entropy alone.
     pub distill: Option<DistillConfig>,
+    /// How a client whose job lets it choose its width learns its mask before its weights
+    /// (Co-S²P, [`crate::trainer::width_masks`]); absent: such jobs are refused.
+    pub width_masks: Option<WidthMaskConfig>,
 }
 
 impl Default for SgdConfig {
@@ -173,6 +177,7 @@ impl Default for SgdConfig {
             split: None,
             augment: None,
             distill: None,
+            width_masks: None,
         }
     }
 }
@@ -192,6 +197,18 @@ impl SgdConfig {
                 return Err(InvalidKey::new(
                     "distill",
                     "MOON's contrastive term reads one read-out: drop distill or moon_mu",
+                ));
+            }
+        }
+        if let Some(masks) = &self.width_masks {
+            masks.validate()?;
+            if self.steps.is_some() {
+                return Err(InvalidKey::new("width_masks", "the scores train for epochs: set epochs instead of steps"));
+            }
+            if self.dyn_alpha > 0.0 || self.moon_mu > 0.0 || self.aso_beta.is_some() || self.learned_pull.is_some() {
+                return Err(InvalidKey::new(
+                    "width_masks",
+                    "the client's scores are its state: drop dyn_alpha, moon_mu, aso_beta and learned_pull",
                 ));
             }
         }
@@ -324,6 +341,10 @@ impl LocalTrainer for Sgd {
         self.total_steps(samples) as f64
     }
 
+    fn width_mask_passes(&self, samples: usize) -> f64 {
+        self.cfg.width_masks.as_ref().map_or(0.0, |w| (w.epochs * samples) as f64)
+    }
+
     fn split(&self) -> Option<&SplitConfig> {
         self.cfg.split.as_ref()
     }
@@ -384,6 +405,8 @@ struct SgdCohort {
     decay: Option<DecayGradient>,
     /// FedASMU: the learned pull weight's settings and each client's controls.
     pull: Option<(LearnedPullConfig, Vec<PullControls>)>,
+    /// Co-S²P: the clients' learned width masks, when the jobs choose their widths.
+    width: Option<WidthMasks>,
     /// FedASMU's learned merge, its weight and reward (a cohort of one).
     pull_merge: Option<PullMerge>,
     schedule: BatchSchedule,
@@ -415,7 +438,7 @@ fn unaliased(grads: Vec<Tensor>) -> Vec<Tensor> {
 
 /// Each client's weighted cross-entropy `[k]`: `logits` `[k, b, classes]`, `y` `[k·b]`,
 /// `weights` `[k, b]`.
-fn cross_entropy(logits: &Tensor, y: &Tensor, weights: &Tensor) -> Tensor {
+pub(crate) fn cross_entropy(logits: &Tensor, y: &Tensor, weights: &Tensor) -> Tensor {
     let [k, b, classes] = logits.size()[..] else { panic!("logits [k, b, classes], got {:?}", logits.size()) };
     let per_sample = logits.reshape([-1, classes]).cross_entropy_loss::<Tensor>(y, None, Reduction::None, -100, 0.0);
     (per_sample.reshape([k, b]) * weights).sum_dim_intlist(1, false, Kind::Float)
@@ -522,7 +545,10 @@ impl SgdCohort {
             Some(_) => PullControls::state_shapes(),
             None => (0..copies).flat_map(|_| shapes.iter().cloned()).collect(),
         };
-        if let Some(j) = jobs.iter().position(|j| j.state.as_ref().is_some_and(|s| s.shapes() != state_shapes)) {
+        let model_state = copies > 0 || sgd.cfg.learned_pull.is_some();
+        if let Some(j) =
+            jobs.iter().position(|j| model_state && j.state.as_ref().is_some_and(|s| s.shapes() != state_shapes))
+        {
             return Err(Error::component(
                 NAME,
                 format!(
@@ -577,6 +603,16 @@ impl SgdCohort {
             })
             .collect();
         let schedule = BatchSchedule::draw(plans, sgd.cfg.batch_size, device);
+        let width = match (&sgd.cfg.width_masks, jobs[order[0]].width.is_some()) {
+            (Some(cfg), true) => Some(WidthMasks::new(cfg, model.structure(), &mut jobs, &order, sgd.cfg.batch_size)?),
+            (None, true) => {
+                return Err(Error::component(
+                    NAME,
+                    "the jobs let their clients learn their widths (a `learned` width of the mask policy): set [trainer] width_masks",
+                ));
+            }
+            (_, false) => None,
+        };
         let cfg = &sgd.cfg;
         let rate_config = RateConfig {
             lr: cfg.lr,
@@ -621,6 +657,7 @@ impl SgdCohort {
             contrast,
             decay,
             pull,
+            width,
             pull_merge: None,
             schedule,
             noise,
@@ -632,17 +669,28 @@ impl SgdCohort {
         self.order.len()
     }
 
+    /// Learns the clients' width masks if the jobs choose their widths, then starts the
+    /// weights from the kept units only and masks the dropped units' gradients.
+    fn apply_width_masks(&mut self) -> Result<()> {
+        let Some(width) = &mut self.width else { return Ok(()) };
+        let augment = self.cfg.augment.as_ref();
+        let factors =
+            width.factors(self.model.as_ref(), &self.names, &self.params, &self.data, &mut self.noise, augment)?;
+        for (i, factor) in factors.iter().enumerate() {
+            let Some(f) = factor else { continue };
+            self.params[i] = &self.params[i] * f;
+            self.grad_mask[i] = Some(match self.grad_mask[i].take() {
+                Some(m) => m * f,
+                None => f.expand_as(&self.params[i]).contiguous(),
+            });
+        }
+        Ok(())
+    }
+
     /// Step `t`'s batch: the clients still training `k`, the batch length `b`, the inputs
     /// `[k, b, ...]`, the labels `[k·b]` and the loss weights `[k, b]`.
     fn batch(&self, t: usize) -> (i64, i64, Tensor, Tensor, Tensor) {
-        let (k, b) = self.schedule.shape(t);
-        let (indices, weights) = self.schedule.batch(t);
-        let flat = indices.reshape([-1]);
-        let mut x_shape = vec![k, b];
-        x_shape.extend(&self.data.x.size()[1..]);
-        let x = self.data.x.index_select(0, &flat).reshape(x_shape.as_slice());
-        let y = self.data.y.index_select(0, &flat);
-        (k, b, x, y, weights)
+        self.schedule.inputs(&self.data, t)
     }
 
     /// One lockstep step `t` of the clients still training.
@@ -930,6 +978,9 @@ impl TrainSession for SgdCohort {
         } else {
             return Err(TrainerError::PartialCohort { trainer: NAME, share }.into());
         };
+        if self.step == 0 && until > 0 {
+            self.apply_width_masks()?;
+        }
         while self.step < until {
             self.sgd_step(self.step);
             self.step += 1;
@@ -993,7 +1044,19 @@ impl TrainSession for SgdCohort {
                 Some(run) => run[slot] as usize,
                 None => self.step.min(self.schedule.steps()[slot]),
             };
-            let tensors = self.params.iter().map(|p| p.get(slot as i64)).collect();
+            let factors = self.width.as_ref().and_then(|w| w.factors_if_final());
+            // Units a learned width mask dropped go back as they came: a zero delta.
+            let tensors = self
+                .params
+                .iter()
+                .enumerate()
+                .map(|(i, p)| match factors.and_then(|f| f[i].as_ref()) {
+                    Some(f) => {
+                        p.get(slot as i64).where_self(&f.get(slot as i64).gt(0.5), &self.start[i].get(slot as i64))
+                    }
+                    None => p.get(slot as i64),
+                })
+                .collect();
             // FedDyn: g_k − α (w_end − w_start) on the trained tensors; MOON: the trained model.
             let state = match &self.dyn_state {
                 Some(g) => {
@@ -1018,6 +1081,9 @@ impl TrainSession for SgdCohort {
                     self.names.clone(),
                     self.params.iter().map(|p| p.get(slot as i64).copy()).collect(),
                 )?),
+                None if self.width.is_some() => {
+                    Some(self.width.as_ref().expect("checked").state_of(slot, self.model.structure())?)
+                }
                 None => None,
             };
             outcomes[job] = Some(TrainOutcome {

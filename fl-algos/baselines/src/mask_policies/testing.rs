@@ -44,8 +44,16 @@ pub fn with_ctx<T>(
     let zeros = structure.shapes().iter().map(|s| Tensor::zeros(s.as_slice(), (Kind::Float, Device::Cpu))).collect();
     let global = ParamSet::new(structure.names(), zeros).unwrap();
     let mut rng = Rng::seed_from_u64(0);
-    let mut ctx =
-        MaskCtx { client, profiles: &profiles, version, choice: None, structure, global: &global, rng: &mut rng };
+    let mut ctx = MaskCtx {
+        client,
+        profiles: &profiles,
+        version,
+        choice: None,
+        structure,
+        global: &global,
+        client_state: None,
+        rng: &mut rng,
+    };
     f(&mut ctx)
 }
 

@@ -50,6 +50,7 @@ pub fn round_masks_on(
                     choice: None,
                     structure: s,
                     global: g,
+                    client_state: None,
                     rng,
                 })
                 .unwrap()

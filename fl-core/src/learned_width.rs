@@ -1,0 +1,216 @@
+//! Learned width masks (Co-S²P §2.3–2.4): importance scores a client keeps over the units of
+//! some unit groups, and the binary masks they finalise to under a width budget.
+//!
+//! A mask policy that lets its clients choose their own widths dispatches a depth window at
+//! full width with a [`WidthBudget`]: the share `R^width` of the budget groups' parameters the
+//! client's mask keeps, the groups whose masks it learns and those it draws at random (Table 3's
+//! ablation). The trainer keeps the client's scores as its state
+//! ([`crate::TrainOutcome::state`], one `[units]` tensor per group named [`score_name`]): in a
+//! mask round it trains them first (`[trainer] width_masks`), then [`finalize`]s them and trains
+//! the kept units. Once the scores no longer train, the policy reads them
+//! ([`crate::MaskCtx::client_state`]) and dispatches the finalised mask ([`kept_units`]) as a
+//! physically smaller sub-model, which prices and trains exactly what the client keeps.
+
+use serde::{Deserialize, Serialize};
+use tch::{Device, Kind, Tensor};
+
+use crate::params::ParamSet;
+use crate::rng::Rng;
+use crate::structure::Structure;
+
+/// What a job's client decides about its own width.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WidthBudget {
+    /// `R^width`: the share of the budget groups' parameters the finalised mask keeps.
+    pub ratio: f64,
+    /// Groups (indices into [`Structure::groups`]) whose masks the client learns.
+    pub learned: Vec<usize>,
+    /// Groups whose masks are random: scores drawn at the client's first sight of the group and
+    /// never trained, each group keeping `R^width` of its units.
+    pub random: Vec<usize>,
+    /// Whether this job trains the scores (a mask round) before training the weights.
+    pub learn: bool,
+}
+
+impl WidthBudget {
+    /// Every group of the budget, learned ones first.
+    pub fn groups(&self) -> impl Iterator<Item = usize> + '_ {
+        self.learned.iter().chain(&self.random).copied()
+    }
+}
+
+/// The name of a group's scores in a client's state.
+pub fn score_name(group: &str) -> String {
+    format!("width_scores.{group}")
+}
+
+/// Parameters one unit of group `g` spans over all its member tensors (a head: its rows of
+/// q, k, v and their biases, and its columns of the projection).
+pub fn unit_params(structure: &Structure, g: usize) -> i64 {
+    structure.groups[g]
+        .members
+        .iter()
+        .map(|m| {
+            let shape = &structure.tensors[m.tensor].shape;
+            shape.iter().product::<i64>() / shape[m.dim] * m.block
+        })
+        .sum()
+}
+
+/// A group's first scores: for a learned group the logit of `ratio` for every unit (each kept
+/// with probability `R^width` when sampled; the paper does not say), for a random one uniform
+/// draws from `rng`.
+pub fn initial_scores(units: i64, ratio: f64, learned: bool, rng: &mut Rng) -> Tensor {
+    if learned {
+        let p = ratio.clamp(1e-3, 1.0 - 1e-3);
+        Tensor::full([units], (p / (1.0 - p)).ln(), (Kind::Float, Device::Cpu))
+    } else {
+        crate::rng::uniform(rng, &[units], 1.0)
+    }
+}
+
+/// The 0/1 masks `[C, units]` of a cohort's clients: `learned` and `random` hold their scores
+/// `[C, units]` per group, in the budget's order, and `ratio` each client's `R^width` `[C]`.
+///
+/// Learned groups: every group keeps its best unit (a block never loses a whole layer), then
+/// units in descending score over all learned groups together, while the parameters kept stay
+/// within `R^width` of theirs (spec §2.4's FinalizeMask, which guarantees the budget). Random
+/// groups keep their `round(R^width · units)` best (at least one). Ties go to the lower index.
+pub fn finalize(
+    learned: &[Tensor],
+    unit_params: &[i64],
+    random: &[Tensor],
+    ratio: &Tensor,
+) -> (Vec<Tensor>, Vec<Tensor>) {
+    (finalize_learned(learned, unit_params, ratio), random.iter().map(|s| finalize_random(s, ratio)).collect())
+}
+
+fn finalize_learned(scores: &[Tensor], unit_params: &[i64], ratio: &Tensor) -> Vec<Tensor> {
+    let Some(first) = scores.first() else { return Vec::new() };
+    let (clients, device) = (first.size()[0], first.device());
+    let forced: Vec<Tensor> =
+        scores.iter().map(|s| s.to_kind(Kind::Double).scatter_value(1, &s.argmax(1, true), f64::INFINITY)).collect();
+    let priority = Tensor::cat(&forced, 1);
+    let weights: Vec<f64> = scores
+        .iter()
+        .zip(unit_params)
+        .flat_map(|(s, &w)| std::iter::repeat_n(w as f64, s.size()[1] as usize))
+        .collect();
+    let total: f64 = weights.iter().sum();
+    let weights = Tensor::from_slice(&weights).to_device(device).expand([clients, -1], false);
+    let (sorted, order) = priority.sort_stable(true, 1, true);
+    let cumulative = weights.gather(1, &order, false).cumsum(1, Kind::Double);
+    let budget = ratio.to_kind(Kind::Double).unsqueeze(1) * total * (1.0 + 1e-9);
+    let keep_sorted = cumulative.le_tensor(&budget).logical_or(&sorted.isinf()).to_kind(Kind::Float);
+    let keep = keep_sorted.zeros_like().scatter(1, &order, &keep_sorted);
+    let sizes: Vec<i64> = scores.iter().map(|s| s.size()[1]).collect();
+    keep.split_with_sizes(&sizes, 1)
+}
+
+fn finalize_random(scores: &Tensor, ratio: &Tensor) -> Tensor {
+    let units = scores.size()[1];
+    let count = (ratio.to_kind(Kind::Double) * units as f64).round().clamp(1.0, units as f64).unsqueeze(1);
+    let order = scores.to_kind(Kind::Double).sort_stable(true, 1, true).1;
+    let rank = order.argsort(1, false);
+    rank.to_kind(Kind::Double).lt_tensor(&count).to_kind(Kind::Float)
+}
+
+/// The kept units per group of `structure` (`None` outside the budget) that a client whose
+/// state is `state` finalises to, or `None` while the state lacks some budget group's scores
+/// (a client that has not seen those blocks yet).
+pub fn kept_units(
+    structure: &Structure,
+    budget: &WidthBudget,
+    state: Option<&ParamSet>,
+) -> Option<Vec<Option<Vec<i64>>>> {
+    let state = state?;
+    let scores_of = |g: &usize| -> Option<Tensor> {
+        let name = score_name(&structure.groups[*g].name);
+        let i = state.names().iter().position(|n| *n == name)?;
+        Some(state.tensors()[i].to_device(Device::Cpu).unsqueeze(0))
+    };
+    let learned: Vec<Tensor> = budget.learned.iter().map(scores_of).collect::<Option<_>>()?;
+    let random: Vec<Tensor> = budget.random.iter().map(scores_of).collect::<Option<_>>()?;
+    let params: Vec<i64> = budget.learned.iter().map(|&g| unit_params(structure, g)).collect();
+    let ratio = Tensor::from_slice(&[budget.ratio]);
+    let (learned, random) = finalize(&learned, &params, &random, &ratio);
+    let mut kept = vec![None; structure.groups.len()];
+    for (g, mask) in budget.groups().zip(learned.iter().chain(&random)) {
+        let flags = Vec::<f32>::try_from(mask.reshape([-1])).expect("a float mask reads back");
+        kept[g] = Some((0..flags.len() as i64).filter(|&u| flags[u as usize] > 0.5).collect());
+    }
+    Some(kept)
+}
+
+/// Per tensor of a (sub-)model whose tensors are `names`, the `[C, ...]` factor that zeroes
+/// the units `masks` drop (one `[C, units]` 0/1 mask per group of `groups`), or `None` where no
+/// group reaches the tensor. The groups' tensors must be held at full width.
+pub fn tensor_factors(
+    structure: &Structure,
+    names: &[String],
+    groups: &[usize],
+    masks: &[Tensor],
+) -> crate::Result<Vec<Option<Tensor>>> {
+    let mut factors: Vec<Option<Tensor>> = (0..names.len()).map(|_| None).collect();
+    for (&g, mask) in groups.iter().zip(masks) {
+        for m in &structure.groups[g].members {
+            let spec = &structure.tensors[m.tensor];
+            let Some(i) = names.iter().position(|n| *n == spec.name) else {
+                return Err(crate::Error::component(
+                    "width masks",
+                    format!(
+                        "group `{}` reaches `{}`, which the sub-model does not hold",
+                        structure.groups[g].name, spec.name
+                    ),
+                ));
+            };
+            let mut shape = vec![1i64; spec.shape.len() + 1];
+            shape[0] = mask.size()[0];
+            shape[m.dim + 1] = spec.shape[m.dim];
+            let factor = mask.repeat_interleave_self_int(m.block, Some(1), None::<i64>).reshape(shape.as_slice());
+            factors[i] = Some(match factors[i].take() {
+                Some(f) => f * factor,
+                None => factor,
+            });
+        }
+    }
+    Ok(factors)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn floats(t: &Tensor) -> Vec<f32> {
+        Vec::<f32>::try_from(t.reshape([-1])).unwrap()
+    }
+
+    #[test]
+    fn learned_groups_keep_their_best_units_within_the_parameter_budget() {
+        // Group a: 4 units of 10 parameters; group b: 2 units of 30; 100 in all, budget 0.5 → 50.
+        let a = Tensor::from_slice(&[0.1f32, 3.0, -1.0, 2.0]).unsqueeze(0);
+        let b = Tensor::from_slice(&[-5.0f32, -4.0]).unsqueeze(0);
+        let (kept, _) = finalize(&[a, b], &[10, 30], &[], &Tensor::from_slice(&[0.5f64]));
+        // Forced: a's unit 1 (10) and b's unit 1 (30) → 40; next by score: a's 3 (2.0) → 50 ≤ 50;
+        // then a's 0 (0.1) → 60 > 50: stop.
+        assert_eq!(floats(&kept[0]), [0.0, 1.0, 0.0, 1.0]);
+        assert_eq!(floats(&kept[1]), [0.0, 1.0]);
+    }
+
+    #[test]
+    fn clients_of_a_cohort_finalise_with_their_own_ratios() {
+        let scores = Tensor::from_slice(&[4.0f32, 3.0, 2.0, 1.0, 1.0, 2.0, 3.0, 4.0]).reshape([2, 4]);
+        let (kept, _) = finalize(&[scores], &[1], &[], &Tensor::from_slice(&[0.25f64, 0.75]));
+        assert_eq!(floats(&kept[0]), [1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0]);
+    }
+
+    #[test]
+    fn random_groups_keep_a_rounded_share_of_each_group() {
+        let scores = Tensor::from_slice(&[0.3f32, -0.2, 0.9, 0.1, 0.5, -0.7]).unsqueeze(0);
+        let (_, kept) = finalize(&[], &[], &[scores.shallow_clone()], &Tensor::from_slice(&[0.5f64]));
+        assert_eq!(floats(&kept[0]), [1.0, 0.0, 1.0, 0.0, 1.0, 0.0]);
+        // A ratio too small for one unit still keeps one.
+        let (_, one) = finalize(&[], &[], &[scores], &Tensor::from_slice(&[0.01f64]));
+        assert_eq!(floats(&one[0]), [0.0, 0.0, 1.0, 0.0, 0.0, 0.0]);
+    }
+}

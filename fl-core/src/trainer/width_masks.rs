@@ -1,0 +1,344 @@
+//! Learning a client's width mask before training its weights (Co-S²P §2.3–2.4, Algorithm 2).
+//!
+//! A job with a [`WidthBudget`] holds its budget groups at full width. In a mask round
+//! (`learn`) the client first trains its importance scores `I` for `epochs` epochs with the
+//! weights frozen: at every step each learned unit is kept with probability `σ(I)`
+//! (Bernoulli, straight-through: the forward sees the 0/1 draw, the gradient flows to `I`
+//! through `σ`), the weights are multiplied by the sampled masks, and the loss is Eq. 2:
+//!
+//! ```text
+//! L_mask = CE(ŷ, y) + λ₁ · | Σ_g p_g Σ_j M_gj / Σ_g p_g U_g − R^width |
+//! ```
+//!
+//! with `ŷ` the deepest read-out, `p_g` the parameters one unit of group `g` spans and `U_g`
+//! its units; the penalty runs over the learned groups (random ones sit at `R^width` by
+//! construction). Scores step with Adam at `lr` (the paper gives η̂ but not the optimizer).
+//! Then the scores are finalised ([`crate::learned_width::finalize`]) and the weight epochs
+//! train the kept units only: dropped units start at zero and their gradients are masked,
+//! which computes what the physically smaller sub-model computes; their values go back
+//! unchanged, a zero delta. The scores are the client's state for its next job.
+
+use serde::{Deserialize, Serialize};
+use tch::{Kind, Tensor};
+
+use crate::data::Dataset;
+use crate::error::{Error, InvalidKey, Result};
+use crate::learned_width::{WidthBudget, finalize, initial_scores, score_name, tensor_factors, unit_params};
+use crate::model::{Mode, Model, Training};
+use crate::params::ParamSet;
+use crate::rng::CohortNoise;
+use crate::structure::Structure;
+use crate::trainer::TrainJob;
+use crate::trainer::augment::AugmentConfig;
+use crate::trainer::schedule::{BatchSchedule, ClientPlan};
+use crate::trainer::sgd::cross_entropy;
+
+/// `[trainer] width_masks`: how a client learns its width mask (Co-S²P's Ê, η̂, λ₁; E1's
+/// values by default).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WidthMaskConfig {
+    /// Ê: epochs over the client's samples that train the scores in a mask round.
+    pub epochs: usize,
+    /// η̂: the scores' learning rate (Adam).
+    pub lr: f64,
+    /// λ₁: weight of the kept-ratio penalty of Eq. 2.
+    pub lambda: f64,
+}
+
+impl Default for WidthMaskConfig {
+    fn default() -> Self {
+        WidthMaskConfig { epochs: 5, lr: 0.01, lambda: 1.0 }
+    }
+}
+
+impl WidthMaskConfig {
+    /// Checks every value's range; the error names the key.
+    pub fn validate(&self) -> std::result::Result<(), InvalidKey> {
+        if self.epochs == 0 {
+            return Err(InvalidKey::new("width_masks.epochs", "expected at least 1"));
+        }
+        if !(self.lr > 0.0 && self.lr.is_finite()) {
+            return Err(InvalidKey::new("width_masks.lr", format!("expected a positive number, got {}", self.lr)));
+        }
+        if !(self.lambda >= 0.0 && self.lambda.is_finite()) {
+            return Err(InvalidKey::new(
+                "width_masks.lambda",
+                format!("expected a finite number ≥ 0, got {}", self.lambda),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Eq. 2's penalty per client, `[k]`: `λ₁ · |Σ_g p_g Σ_j M_gj / total − R^width|`, with
+/// `masks` the sampled `[k, units]` masks of the learned groups, `unit_params` their `p_g`
+/// and `total` their parameters `Σ_g p_g U_g`.
+pub(crate) fn ratio_penalty(masks: &[Tensor], unit_params: &[i64], total: f64, ratio: &Tensor, lambda: f64) -> Tensor {
+    let kept = masks
+        .iter()
+        .zip(unit_params)
+        .map(|(m, &p)| m.sum_dim_intlist(1, false, Kind::Float) * p as f64)
+        .reduce(|a, b| a + b)
+        .expect("at least one learned group");
+    (kept / total - ratio).abs() * lambda
+}
+
+/// Adam's constants for the scores.
+const BETAS: (f64, f64) = (0.9, 0.999);
+const EPS: f64 = 1e-8;
+
+/// A cohort's width masks: scores, their training, and the factors that apply the finalised
+/// masks to the weights.
+pub(crate) struct WidthMasks {
+    cfg: WidthMaskConfig,
+    budget: WidthBudget,
+    /// Parameters per unit of each learned group, and their total over the learned groups.
+    unit_params: Vec<i64>,
+    learned_params: f64,
+    /// Each client's `R^width`, `[C]`.
+    ratio: Tensor,
+    /// `[C, units]` per learned group, then per random group.
+    learned: Vec<Tensor>,
+    random: Vec<Tensor>,
+    /// Adam's moments of the learned scores.
+    moments: Vec<(Tensor, Tensor)>,
+    /// The mask epochs' batches, while the scores still have to train.
+    schedule: Option<BatchSchedule>,
+    /// Each client's state as it came (other groups' scores pass through), cohort order.
+    prior: Vec<Option<ParamSet>>,
+    /// Per job tensor, the factor zeroing the dropped units, once finalised.
+    factors: Option<Vec<Option<Tensor>>>,
+}
+
+impl WidthMasks {
+    /// The width masks of a cohort whose jobs (in cohort `order`) share one budget's groups
+    /// and `learn` flag; draws the mask epochs' batches and first scores from the jobs' streams.
+    pub(crate) fn new(
+        cfg: &WidthMaskConfig,
+        structure: &Structure,
+        jobs: &mut [TrainJob],
+        order: &[usize],
+        batch_size: usize,
+    ) -> Result<WidthMasks> {
+        let budget = jobs[order[0]].width.clone().expect("the cohort learns its widths");
+        let device = jobs[order[0]].indices.device();
+        let ratio: Vec<f64> = order.iter().map(|&j| jobs[j].width.as_ref().map_or(1.0, |w| w.ratio)).collect();
+        if let Some(r) = ratio.iter().find(|r| !(**r > 0.0 && **r <= 1.0)) {
+            return Err(Error::component("width masks", format!("a width budget's ratio must be in (0, 1], got {r}")));
+        }
+        let scores_of = |groups: &[usize], learned: bool, jobs: &mut [TrainJob]| -> Vec<Tensor> {
+            groups
+                .iter()
+                .map(|&g| {
+                    let group = &structure.groups[g];
+                    let name = score_name(&group.name);
+                    let rows: Vec<Tensor> = order
+                        .iter()
+                        .zip(&ratio)
+                        .map(|(&j, &r)| {
+                            let job = &mut jobs[j];
+                            let kept = job.state.as_ref().and_then(|s| {
+                                s.names().iter().position(|n| *n == name).map(|i| s.tensors()[i].shallow_clone())
+                            });
+                            kept.unwrap_or_else(|| initial_scores(group.units, r, learned, &mut job.rng))
+                                .to_device(device)
+                                .to_kind(Kind::Float)
+                        })
+                        .collect();
+                    Tensor::stack(&rows, 0)
+                })
+                .collect()
+        };
+        let learned = scores_of(&budget.learned, true, jobs);
+        let random = scores_of(&budget.random, false, jobs);
+        let unit_params: Vec<i64> = budget.learned.iter().map(|&g| unit_params(structure, g)).collect();
+        let learned_params =
+            budget.learned.iter().zip(&unit_params).map(|(&g, &p)| (p * structure.groups[g].units) as f64).sum();
+        let learns = budget.learn && !budget.learned.is_empty();
+        let schedule = learns.then(|| {
+            let plans = order
+                .iter()
+                .map(|&j| {
+                    let samples = jobs[j].indices.size()[0] as usize;
+                    (j, samples, cfg.epochs * samples.div_ceil(batch_size))
+                })
+                .collect::<Vec<_>>();
+            let mut slots: Vec<Option<&mut TrainJob>> = jobs.iter_mut().map(Some).collect();
+            let plans = plans
+                .into_iter()
+                .map(|(j, samples, steps)| {
+                    let job = slots[j].take().expect("each job once");
+                    ClientPlan { indices: &job.indices, samples, steps, rng: &mut job.rng }
+                })
+                .collect();
+            BatchSchedule::draw(plans, batch_size, device)
+        });
+        let moments = learned.iter().map(|s| (s.zeros_like(), s.zeros_like())).collect();
+        Ok(WidthMasks {
+            cfg: cfg.clone(),
+            budget,
+            unit_params,
+            learned_params,
+            ratio: Tensor::from_slice(&ratio).to_kind(Kind::Float).to_device(device),
+            learned,
+            random,
+            moments,
+            schedule,
+            prior: order.iter().map(|&j| jobs[j].state.as_ref().map(ParamSet::shallow_clone)).collect(),
+            factors: None,
+        })
+    }
+
+    /// The factors zeroing each job tensor's dropped units, training the scores first if this
+    /// is a mask round (once; later calls return the same factors).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn factors(
+        &mut self,
+        model: &dyn Model,
+        names: &[String],
+        params: &[Tensor],
+        data: &Dataset,
+        noise: &mut CohortNoise,
+        augment: Option<&AugmentConfig>,
+    ) -> Result<&[Option<Tensor>]> {
+        if self.factors.is_none() {
+            if let Some(schedule) = self.schedule.take() {
+                for t in 0..schedule.total_steps() {
+                    self.step(&schedule, t, model, names, params, data, noise, augment)?;
+                }
+            }
+            let (learned, random) = finalize(&self.learned, &self.unit_params, &self.random, &self.ratio);
+            let masks: Vec<Tensor> = learned.into_iter().chain(random).collect();
+            let groups: Vec<usize> = self.budget.groups().collect();
+            self.factors = Some(tensor_factors(model.structure(), names, &groups, &masks)?);
+        }
+        Ok(self.factors.as_deref().expect("finalised above"))
+    }
+
+    /// The factors, once finalised.
+    pub(crate) fn factors_if_final(&self) -> Option<&[Option<Tensor>]> {
+        self.factors.as_deref()
+    }
+
+    /// One step of the scores on mask batch `t`.
+    #[allow(clippy::too_many_arguments)]
+    fn step(
+        &mut self,
+        schedule: &BatchSchedule,
+        t: usize,
+        model: &dyn Model,
+        names: &[String],
+        params: &[Tensor],
+        data: &Dataset,
+        noise: &mut CohortNoise,
+        augment: Option<&AugmentConfig>,
+    ) -> Result<()> {
+        let (k, _, x, y, weights) = schedule.inputs(data, t);
+        let x = match augment {
+            Some(augment) => augment.apply(&x, noise),
+            None => x,
+        };
+        let leaves: Vec<Tensor> =
+            self.learned.iter().map(|s| s.narrow(0, 0, k).detach().set_requires_grad(true)).collect();
+        let sampled: Vec<Tensor> = leaves
+            .iter()
+            .map(|scores| {
+                let p = scores.sigmoid();
+                let draw = noise.uniform(&scores.size()).lt_tensor(&p).to_kind(Kind::Float);
+                &p + (draw - &p).detach()
+            })
+            .collect();
+        let ratio = self.ratio.narrow(0, 0, k);
+        let (_, random) =
+            finalize(&[], &[], &self.random.iter().map(|r| r.narrow(0, 0, k)).collect::<Vec<_>>(), &ratio);
+        let masks: Vec<Tensor> = sampled.iter().map(Tensor::shallow_clone).chain(random).collect();
+        let groups: Vec<usize> = self.budget.groups().collect();
+        let factors = tensor_factors(model.structure(), names, &groups, &masks)?;
+        let inputs: Vec<Tensor> = params
+            .iter()
+            .zip(&factors)
+            .map(|(p, f)| {
+                let p = p.narrow(0, 0, k).detach();
+                match f {
+                    Some(f) => p * f,
+                    None => p,
+                }
+            })
+            .collect();
+        let valid = schedule.padded(t).then(|| weights.gt(0.0).to_kind(Kind::Float));
+        let logits = model.forward(&inputs, &x, &mut Mode::Train(Training { noise, valid: valid.as_ref() }));
+        let ce = cross_entropy(&logits, &y, &weights);
+        let penalty = ratio_penalty(&sampled, &self.unit_params, self.learned_params, &ratio, self.cfg.lambda);
+        let loss = (ce + penalty).sum(Kind::Float);
+        let grads = Tensor::run_backward(&[loss], &leaves.iter().collect::<Vec<_>>(), false, false);
+        let step = (t + 1) as i32;
+        let (b1, b2) = BETAS;
+        let scale = self.cfg.lr * (1.0 - b2.powi(step)).sqrt() / (1.0 - b1.powi(step));
+        tch::no_grad(|| {
+            for ((scores, (m, v)), g) in self.learned.iter_mut().zip(&mut self.moments).zip(grads) {
+                let (mut m, mut v, mut s) = (m.narrow(0, 0, k), v.narrow(0, 0, k), scores.narrow(0, 0, k));
+                let _ = m.addcmul_(&(&g - &m), &Tensor::from(1.0 - b1));
+                let _ = v.addcmul_(&(g.square() - &v), &Tensor::from(1.0 - b2));
+                s -= (&m / (v.sqrt() + EPS)) * scale;
+            }
+        });
+        Ok(())
+    }
+
+    /// Cohort slot `slot`'s state for its next job: its scores of every group it has seen.
+    pub(crate) fn state_of(&self, slot: usize, structure: &Structure) -> Result<ParamSet> {
+        let mut names: Vec<String> = Vec::new();
+        let mut tensors: Vec<Tensor> = Vec::new();
+        if let Some(prior) = &self.prior[slot] {
+            names.extend(prior.names().iter().cloned());
+            tensors.extend(prior.tensors().iter().map(Tensor::shallow_clone));
+        }
+        for (g, scores) in self.budget.groups().zip(self.learned.iter().chain(&self.random)) {
+            let name = score_name(&structure.groups[g].name);
+            let row = scores.get(slot as i64).copy();
+            match names.iter().position(|n| *n == name) {
+                Some(i) => tensors[i] = row,
+                None => {
+                    names.push(name);
+                    tensors.push(row);
+                }
+            }
+        }
+        ParamSet::new(names, tensors)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ratio_penalty_of_eq_2_and_its_straight_through_gradient() {
+        // Group a: 2 units of 2 parameters, scores 0 and ln 3; group b: 1 unit of 4, score −ln 3.
+        // Draws 1, 0 and 1: kept (2·1 + 4·1) / 8 = 0.75 against R = 0.5; λ₁ = 2 → 0.5.
+        let a = Tensor::from_slice(&[0.0f32, 3f32.ln()]).unsqueeze(0).set_requires_grad(true);
+        let b = Tensor::from_slice(&[-(3f32.ln())]).unsqueeze(0).set_requires_grad(true);
+        let ste = |scores: &Tensor, draw: &[f32]| {
+            let p = scores.sigmoid();
+            &p + (Tensor::from_slice(draw).unsqueeze(0) - &p).detach()
+        };
+        let masks = [ste(&a, &[1.0, 0.0]), ste(&b, &[1.0])];
+        let penalty = ratio_penalty(&masks, &[2, 4], 8.0, &Tensor::from_slice(&[0.5f32]), 2.0);
+        assert!((penalty.double_value(&[0]) - 0.5).abs() < 1e-6);
+        let grads = Tensor::run_backward(&[penalty.sum(Kind::Float)], &[&a, &b], false, false);
+        // ∂/∂I_u = λ₁ · p_u / 8 · σ'(I_u): σ'(0) = 0.25, σ'(±ln 3) = 0.1875.
+        let got: Vec<f32> = grads.iter().flat_map(|g| Vec::<f32>::try_from(g.reshape([-1])).unwrap()).collect();
+        for (g, want) in got.iter().zip([0.125f32, 0.09375, 0.1875]) {
+            assert!((g - want).abs() < 1e-6, "{got:?}");
+        }
+    }
+
+    #[test]
+    fn bad_settings_name_their_key() {
+        let bad = |cfg: WidthMaskConfig| cfg.validate().unwrap_err().key;
+        assert_eq!(bad(WidthMaskConfig { epochs: 0, ..WidthMaskConfig::default() }), "width_masks.epochs");
+        assert_eq!(bad(WidthMaskConfig { lr: 0.0, ..WidthMaskConfig::default() }), "width_masks.lr");
+        assert_eq!(bad(WidthMaskConfig { lambda: -1.0, ..WidthMaskConfig::default() }), "width_masks.lambda");
+    }
+}
