@@ -85,7 +85,7 @@ fn every_plugin_registers_its_preset_files() {
     let methods: BTreeMap<&str, &str> = registry.methods().map(|m| (m.name, m.preset)).collect();
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = 0;
-    for plugin in ["asyncnc", "baselines", "fedasmu", "fedraa", "kdd23"] {
+    for plugin in ["asyncnc", "baselines", "cos2p", "fedasmu", "fedraa", "kdd23"] {
         for entry in std::fs::read_dir(root.join(plugin).join("presets")).unwrap() {
             let path = entry.unwrap().path();
             let name = path.file_stem().unwrap().to_str().unwrap();

@@ -130,6 +130,12 @@ pub enum Quantity {
         /// Upper bound (≥ `low`).
         high: f64,
     },
+    /// One value per client, in client order (Co-S²P's device mix: each client's device type
+    /// fixed with its data); there must be as many values as clients.
+    PerClient {
+        /// The values (each > 0).
+        values: Vec<f64>,
+    },
     /// Log-normal with the given median and log-space standard deviation.
     LogNormal {
         /// The median (> 0), `exp` of the log-space mean.
@@ -154,6 +160,7 @@ impl Quantity {
                     && shares.iter().sum::<f64>() > 0.0
             }
             Quantity::Uniform { low, high } => *low > 0.0 && high >= low && high.is_finite(),
+            Quantity::PerClient { values } => !values.is_empty() && values.iter().all(|v| *v > 0.0),
             Quantity::LogNormal { median, sigma } => {
                 *median > 0.0 && median.is_finite() && *sigma >= 0.0 && sigma.is_finite()
             }
@@ -185,6 +192,8 @@ impl Quantity {
                 *values.last().expect("validated non-empty")
             }
             Quantity::Uniform { low, high } => low + (high - low) * rng.random::<f64>(),
+            // Drawn alone (no client index): the first client's value.
+            Quantity::PerClient { values } => values[0],
             Quantity::LogNormal { median, sigma } => {
                 LogNormal::new(median.ln(), *sigma).expect("validated sigma").sample(rng)
             }
@@ -196,6 +205,9 @@ impl Quantity {
     /// The values of a `quota` for `n` clients in client order; `None` for other
     /// distributions, which are drawn client by client.
     pub fn draw_quota(&self, n: usize, rng: &mut Rng) -> Option<Vec<f64>> {
+        if let Quantity::PerClient { values } = self {
+            return Some(values.iter().copied().cycle().take(n).collect());
+        }
         let Quantity::Quota { values, shares } = self else { return None };
         let total: f64 = shares.iter().sum();
         let mut out = Vec::with_capacity(n);
@@ -276,6 +288,7 @@ impl DevicesConfig {
                 Quantity::Classes { values, .. } | Quantity::Quota { values, .. } => {
                     values.iter().any(|v| v.is_infinite())
                 }
+                Quantity::PerClient { values } => values.iter().any(|v| v.is_infinite()),
                 Quantity::Uniform { .. } | Quantity::LogNormal { .. } => false,
             };
             if infinite {
@@ -306,6 +319,21 @@ impl DevicesConfig {
     /// One profile per client, drawn in client order from `rng`.
     pub fn draw(&self, clients: usize, rng: &mut Rng) -> Result<Vec<DeviceProfile>> {
         self.validate().map_err(|e| Error::Key(e.under("devices")))?;
+        let quantities = [
+            ("flops_per_s", Some(&self.flops_per_s)),
+            ("up_bytes_per_s", Some(&self.up_bytes_per_s)),
+            ("down_bytes_per_s", Some(&self.down_bytes_per_s)),
+            ("memory_bytes", self.memory_bytes.as_ref()),
+            ("session_s", self.session_s.as_ref()),
+        ];
+        for (key, q) in quantities {
+            if let Some(Quantity::PerClient { values }) = q
+                && values.len() != clients
+            {
+                let message = format!("per-client: {} values for {clients} clients", values.len());
+                return Err(Error::Key(InvalidKey::new(key, message).under("devices")));
+            }
+        }
         let flops = self.flops_per_s.draw_quota(clients, rng);
         let up = self.up_bytes_per_s.draw_quota(clients, rng);
         let down = self.down_bytes_per_s.draw_quota(clients, rng);
@@ -400,6 +428,20 @@ mod tests {
             assert_eq!(values.len(), 10);
             assert_eq!(values.iter().filter(|v| **v == 1.0).count(), weak, "{shares:?}");
         }
+    }
+
+    #[test]
+    fn per_client_values_go_to_the_clients_in_order() {
+        let devices = DevicesConfig {
+            flops_per_s: Quantity::PerClient { values: vec![2.1e9, 2e10, 2.75e10] },
+            memory_bytes: Some(Quantity::PerClient { values: vec![8e9, 32e9, 64e9] }),
+            ..DevicesConfig::default()
+        };
+        let profiles = devices.draw(3, &mut crate::rng::stream(1, &[0])).unwrap();
+        let got: Vec<(f64, f64)> = profiles.iter().map(|p| (p.flops_per_s, p.memory_bytes)).collect();
+        assert_eq!(got, [(2.1e9, 8e9), (2e10, 32e9), (2.75e10, 64e9)]);
+        let err = devices.draw(4, &mut crate::rng::stream(1, &[0])).unwrap_err().to_string();
+        assert!(err.contains("devices.flops_per_s") && err.contains("3 values for 4 clients"), "{err}");
     }
 
     #[test]

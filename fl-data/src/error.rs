@@ -202,6 +202,14 @@ pub enum PartitionError {
         /// The smallest client's samples in the best draw.
         best: usize,
     },
+    /// Client weights for another number of clients than the experiment's.
+    #[error("dirichlet partition: client_weights: {given} weights, the experiment has {clients} clients")]
+    WeightsClients {
+        /// The weights given.
+        given: usize,
+        /// The experiment's clients.
+        clients: usize,
+    },
     /// Recorded counts for another number of clients than the experiment's.
     #[error("dirichlet partition: counts: records {recorded} clients, the experiment has {clients}")]
     CountsClients {

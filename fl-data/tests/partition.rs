@@ -6,8 +6,8 @@
 mod common;
 
 use common::build_partitioner;
-use fl_core::Partitioner;
 use fl_core::rng::{Rng, stream};
+use fl_core::{Partitioner, Validate};
 use fl_data::partition::Cap;
 use fl_data::{Dirichlet, DirichletConfig, Iid, Shards, ShardsConfig};
 use proptest::prelude::*;
@@ -292,6 +292,36 @@ fn dirichlet_min_samples_is_met_on_a_skewed_split() {
     let top_share: f64 =
         hist.iter().map(|h| *h.iter().max().unwrap() as f64 / h.iter().sum::<usize>() as f64).sum::<f64>() / 20.0;
     assert!(top_share > 0.5, "mean share of the top class {top_share}");
+}
+
+#[test]
+fn dirichlet_client_weights_give_each_client_its_share_of_the_data() {
+    // Co-S²P's E1 (Table 7): one NX with 8277 samples, three AGX 32GB with 24960, four AGX 64GB
+    // with 36992; 12,000 samples of 10 classes.
+    let weights = vec![8277.0, 24960.0, 24960.0, 24960.0, 36992.0, 36992.0, 36992.0, 36992.0];
+    let total: f64 = weights.iter().sum();
+    let labels: Vec<i64> = (0..12_000).map(|i| i % 10).collect();
+    let weighted = |alpha: f64| Dirichlet {
+        cfg: DirichletConfig { alpha, client_weights: weights.clone(), ..DirichletConfig::default() },
+    };
+    // Nearly the global mix (α = 100): every client within 10% of its share.
+    let parts = weighted(100.0).partition(&labels, 10, 8, &mut rng(3)).unwrap();
+    assert_exact_cover(&parts, labels.len(), 8);
+    for (part, w) in parts.iter().zip(&weights) {
+        let expected = 12_000.0 * w / total;
+        assert!((part.len() as f64 - expected).abs() < 0.1 * expected, "{} against {expected}", part.len());
+    }
+    // E1's α = 1.5: label skew, yet the NX still holds the least and the AGX 64GB the most on average.
+    let parts = weighted(1.5).partition(&labels, 10, 8, &mut rng(3)).unwrap();
+    assert_exact_cover(&parts, labels.len(), 8);
+    let sizes: Vec<f64> = parts.iter().map(|p| p.len() as f64).collect();
+    let (agx32, agx64) = (sizes[1..4].iter().sum::<f64>() / 3.0, sizes[4..].iter().sum::<f64>() / 4.0);
+    assert!(sizes[0] < agx32 && agx32 < agx64, "{sizes:?}");
+    // Weights for another number of clients, or not positive: errors naming the key.
+    let err = weighted(1.5).partition(&labels, 10, 7, &mut rng(3)).unwrap_err().to_string();
+    assert!(err.contains("client_weights: 8 weights, the experiment has 7 clients"), "{err}");
+    let bad = DirichletConfig { client_weights: vec![1.0, 0.0], ..DirichletConfig::default() };
+    assert_eq!(bad.validate().unwrap_err().key, "client_weights");
 }
 
 #[test]

@@ -3,13 +3,15 @@
 //! `papers/cos2p.md`).
 //!
 //! Built so far: the semi-asynchronous server loop (`semi-async`, Algorithm 1), the aggregation
-//! by segment importance (`segment-importance`, Eqs. 4–5) and the rolling depth windows with
+//! by segment importance (`segment-importance`, Eqs. 4–5), the rolling depth windows with
 //! their widths and inner exits (`rolling-depth`, §2.1–2.2, on fl-core's
-//! [`fl_core::Structure::submodel_with_exits`]); self-distillation across the exits is fl-core's
-//! `[trainer] distill` (Eq. 3). Not built yet: the learned width masks (§2.3–2.4), exits kept as
-//! personal client state, the Jetson device profiles, the metrics (Top-5, macro-F1, RU) and the
-//! reproduction.
+//! [`fl_core::Structure::submodel_with_exits`]) and learned width masks (`width = "learned"`,
+//! §2.3–2.4, trained by fl-core's `[trainer] width_masks`); self-distillation across the exits
+//! is fl-core's `[trainer] distill` (Eq. 3); Top-5, macro-F1 and resource utilisation (Eq. 17)
+//! are the engine's. Methods `cos2p` and `cos2p-async`. Not built yet: exits kept as personal
+//! client state, client-side metrics, the Jetson device profiles and the reproduction.
 
+mod methods;
 mod rolling_depth;
 mod segment_importance;
 mod semi_async;

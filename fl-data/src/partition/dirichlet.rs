@@ -110,6 +110,10 @@ pub struct DirichletConfig {
     /// A recorded draw to replay instead of drawing: per client, `[label, count]` pairs.
     #[default(None)]
     pub counts: Option<Vec<Vec<[u64; 2]>>>,
+    /// Each client's expected share of the data, relative, in client order (empty: equal):
+    /// the client's Dirichlet draws are scaled by it, and with `cap = "even-share"` its cap is
+    /// its share of N (Co-S²P's Table 7: device types with different data sizes).
+    pub client_weights: Vec<f64>,
 }
 
 impl Validate for DirichletConfig {
@@ -119,6 +123,9 @@ impl Validate for DirichletConfig {
         }
         if self.max_draws == 0 {
             return Err(InvalidKey::new("max_draws", "must be at least 1"));
+        }
+        if let Some(w) = self.client_weights.iter().find(|w| !(**w > 0.0 && w.is_finite())) {
+            return Err(InvalidKey::new("client_weights", format!("expected positive finite weights, got {w}")));
         }
         if !(self.local_train_share > 0.0 && self.local_train_share <= 1.0) {
             return Err(InvalidKey::new(
@@ -166,16 +173,23 @@ impl Dirichlet {
         gamma: &Gamma<f64>,
         rng: &mut Rng,
     ) -> Vec<Vec<i64>> {
-        let even_share = n as f64 / clients as f64;
+        // Each client's share of the data: equal, or its weight's part of their sum.
+        let weights = &self.cfg.client_weights;
+        let total_weight: f64 = weights.iter().sum();
+        let share = |j: usize| weights[j] / total_weight;
+        let cap = |j: usize| if weights.is_empty() { n as f64 / clients as f64 } else { n as f64 * share(j) };
         let mut parts: Vec<Vec<i64>> = vec![Vec::new(); clients];
         let mut p = vec![0.0f64; clients];
         for class in by_class.iter().filter(|c| !c.is_empty()) {
             let mut idx = class.clone();
             idx.shuffle(rng);
-            for g in p.iter_mut() {
+            for (j, g) in p.iter_mut().enumerate() {
                 *g = gamma.sample(rng);
+                if !weights.is_empty() {
+                    *g *= share(j);
+                }
             }
-            let eligible = |j: usize| self.cfg.cap == Cap::None || (parts[j].len() as f64) < even_share;
+            let eligible = |j: usize| self.cfg.cap == Cap::None || (parts[j].len() as f64) < cap(j);
             for (j, g) in p.iter_mut().enumerate() {
                 if !eligible(j) {
                     *g = 0.0;
@@ -303,6 +317,10 @@ impl Partitioner for Dirichlet {
         let mut by_class: Vec<Vec<i64>> = vec![Vec::new(); classes as usize];
         for (i, &l) in labels.iter().enumerate() {
             by_class[l as usize].push(i as i64);
+        }
+        let weights = self.cfg.client_weights.len();
+        if weights > 0 && weights != clients {
+            return Err(PartitionError::WeightsClients { given: weights, clients }.into());
         }
         if let Some(counts) = &self.cfg.counts {
             if counts.len() != clients {

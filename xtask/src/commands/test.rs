@@ -7,7 +7,7 @@ use anyhow::Result;
 use crate::util::{cargo, run as run_cmd};
 
 /// The papers whose smoke reproduction is part of the tests.
-const SMOKE: [&str; 4] = ["kdd23", "fedraa", "asyncnc", "fedasmu"];
+const SMOKE: [&str; 5] = ["kdd23", "fedraa", "asyncnc", "fedasmu", "cos2p"];
 
 pub fn run(args: &[String]) -> Result<()> {
     crate::setup::run()?;

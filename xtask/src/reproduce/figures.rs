@@ -298,6 +298,7 @@ pub fn sweep_points(
         let Some(o) = results.outcomes.get(&key).and_then(|o| o.first()) else { continue };
         let y = match metric {
             "time_to_target" => o.time_to_target_s,
+            "resource_utilization" => Some(o.resource_utilization * 100.0),
             _ => Some(o.best_accuracy * 100.0),
         };
         if let Some(y) = y {
@@ -363,6 +364,7 @@ mod tests {
             final_accuracy: 0.9,
             final_loss: 0.1,
             wall_time_s: 1.0,
+            resource_utilization: f64::NAN,
             time_to_target_s: t,
             curve: vec![],
             server_loss: vec![],
@@ -406,7 +408,14 @@ mod tests {
             curve: accuracies
                 .iter()
                 .enumerate()
-                .map(|(i, &a)| Point { version: i as f64, time_s: 0.0, accuracy: a, loss: 1.0 })
+                .map(|(i, &a)| Point {
+                    version: i as f64,
+                    time_s: 0.0,
+                    accuracy: a,
+                    loss: 1.0,
+                    top5: f64::NAN,
+                    macro_f1: f64::NAN,
+                })
                 .collect(),
             ..crate::reproduce::report::fixtures::outcome(0.9, 0.9)
         };

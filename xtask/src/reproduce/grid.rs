@@ -262,8 +262,11 @@ pub struct Check {
     pub scales: Option<Vec<String>>,
     /// `<dataset>-a<α>/<row or extra id>`.
     pub run: String,
+    /// `final_accuracy`, `best_accuracy` or `resource_utilization` (0–1), bounded by `above`
+    /// and `below`.
     pub metric: String,
     pub above: Option<f64>,
+    pub below: Option<f64>,
     #[serde(default)]
     pub equals: BTreeMap<String, f64>,
     #[serde(default)]
@@ -397,6 +400,8 @@ pub enum OrderMetric {
     /// Virtual seconds to the target accuracy (a chain with a run that never reached it is
     /// not counted).
     TimeToTarget,
+    /// Resource utilisation over the run (Co-S²P's Eq. 17), 0–1.
+    ResourceUtilization,
 }
 
 #[derive(Debug, Deserialize)]

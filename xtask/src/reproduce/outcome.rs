@@ -15,6 +15,8 @@ pub struct Point {
     pub time_s: f64,
     pub accuracy: f64,
     pub loss: f64,
+    pub top5: f64,
+    pub macro_f1: f64,
 }
 
 /// A finished run's results.
@@ -26,6 +28,8 @@ pub struct Outcome {
     pub final_accuracy: f64,
     pub final_loss: f64,
     pub wall_time_s: f64,
+    /// Resource utilisation over the run (Co-S²P's Eq. 17; NaN in older records).
+    pub resource_utilization: f64,
     /// Virtual seconds until the experiment's target accuracy was first reached.
     pub time_to_target_s: Option<f64>,
     /// Every evaluation that ran the test set.
@@ -62,6 +66,7 @@ impl Outcome {
             final_accuracy: summary.final_accuracy,
             final_loss: summary.final_loss,
             wall_time_s: file.wall_time_s,
+            resource_utilization: summary.resource_utilization,
             time_to_target_s: summary.time_to_target_s,
             participation: summary.clients.iter().map(|c| c.jobs).collect(),
             curve,
@@ -87,6 +92,18 @@ impl Outcome {
         tail.iter().map(|p| p.accuracy).sum::<f64>() / tail.len() as f64
     }
 
+    /// A score of the final evaluation (top-5, macro-F1) or of the run (RU), in [0, 1].
+    pub fn final_score(&self, metric: crate::reproduce::report::ColumnMetric) -> f64 {
+        use crate::reproduce::report::ColumnMetric;
+        let last = self.curve.last();
+        match metric {
+            ColumnMetric::Top5 => last.map_or(f64::NAN, |p| p.top5),
+            ColumnMetric::MacroF1 => last.map_or(f64::NAN, |p| p.macro_f1),
+            ColumnMetric::ResourceUtilization => self.resource_utilization,
+            _ => f64::NAN,
+        }
+    }
+
     /// Virtual seconds the run lasted.
     pub fn duration_s(&self) -> f64 {
         self.curve.last().map_or(0.0, |p| p.time_s)
@@ -107,7 +124,14 @@ fn read_metrics(path: &Path) -> Result<(Vec<Point>, Vec<f64>)> {
     let curve = records
         .iter()
         .filter(|r| r.tested())
-        .map(|r| Point { version: r.version as f64, time_s: r.virtual_time_s, accuracy: r.accuracy, loss: r.loss })
+        .map(|r| Point {
+            version: r.version as f64,
+            time_s: r.virtual_time_s,
+            accuracy: r.accuracy,
+            loss: r.loss,
+            top5: r.top5,
+            macro_f1: r.macro_f1,
+        })
         .collect();
     Ok((curve, server_loss))
 }
@@ -175,7 +199,10 @@ mod tests {
         let o = Outcome::read(p, 7).unwrap();
         assert_eq!((o.seed, o.best_accuracy, o.final_accuracy, o.wall_time_s), (7, 0.9, 0.8, 3.5));
         assert!(o.final_loss.is_nan() && o.diverged());
-        assert_eq!(o.curve[0], Point { version: 0.0, time_s: 1.0, accuracy: 0.1, loss: 2.3 });
+        assert_eq!(
+            o.curve[0],
+            Point { version: 0.0, time_s: 1.0, accuracy: 0.1, loss: 2.3, top5: f64::NAN, macro_f1: f64::NAN }
+        );
         assert_eq!(o.curve.len(), 2, "a record without a test pass has no point");
         assert!(o.server_loss.is_empty() && o.participation.is_empty(), "no train_loss column, no clients");
         assert_eq!(o.time_to_target_s, Some(2.0));

@@ -37,18 +37,22 @@ pub fn evaluate_checks(grid: &Grid, results: &Results) -> Vec<Verdict> {
         let mut failures = Vec::new();
         let mut seen = Vec::new();
         for o in outcomes {
-            if let Some(min) = check.above {
+            if check.above.is_some() || check.below.is_some() {
                 let v = match check.metric.as_str() {
                     "final_accuracy" => o.final_accuracy,
                     "best_accuracy" => o.best_accuracy,
+                    "resource_utilization" => o.resource_utilization,
                     other => {
                         failures.push(format!("unknown metric `{other}`"));
                         continue;
                     }
                 };
                 seen.push(format!("{} = {v:.4}", check.metric));
-                if !(v > min) {
+                if let Some(min) = check.above.filter(|min| !(v > *min)) {
                     failures.push(format!("{} = {v:.4} ≤ {min}", check.metric));
+                }
+                if let Some(max) = check.below.filter(|max| !(v < *max)) {
+                    failures.push(format!("{} = {v:.4} ≥ {max}", check.metric));
                 }
             }
             let diag = |k: &String| o.diagnostics.get(k).copied().unwrap_or(f64::NAN);
@@ -111,6 +115,7 @@ pub fn evaluate_orderings(grid: &Grid, results: &Results, findings: Option<&Find
                     let show = |r: &String, v: &f64| match ordering.metric {
                         OrderMetric::BestAccuracy => format!("{r} {:.1}", v * 100.0),
                         OrderMetric::TimeToTarget => format!("{r} {v:.1} s"),
+                        OrderMetric::ResourceUtilization => format!("{r} RU {:.1}%", v * 100.0),
                     };
                     if values.windows(2).all(|w| ordering.holds(w[0], w[1])) {
                         holds += 1;
@@ -137,6 +142,9 @@ pub fn evaluate_orderings(grid: &Grid, results: &Results, findings: Option<&Find
                 let _ = match ordering.metric {
                     OrderMetric::BestAccuracy => write!(detail, " (within ε = {} points)", ordering.tolerance * 100.0),
                     OrderMetric::TimeToTarget => write!(detail, " (within ε = {} s)", ordering.tolerance),
+                    OrderMetric::ResourceUtilization => {
+                        write!(detail, " (within ε = {} points)", ordering.tolerance * 100.0)
+                    }
                 };
             }
             let known = Known { text: ordering.known.as_deref(), id: ordering.id.as_deref(), findings };
@@ -155,6 +163,7 @@ pub fn evaluate_trends(grid: &Grid, results: &Results, findings: Option<&Finding
             let metric = match trend.metric {
                 OrderMetric::BestAccuracy => "best_accuracy",
                 OrderMetric::TimeToTarget => "time_to_target",
+                OrderMetric::ResourceUtilization => "resource_utilization",
             };
             let on = |d: &String| trend.datasets.as_ref().is_none_or(|ds| ds.contains(d));
             for (dataset, entry) in grid.datasets.iter().filter(|(d, _)| on(d)) {
@@ -181,7 +190,7 @@ pub fn evaluate_trends(grid: &Grid, results: &Results, findings: Option<&Finding
                 let detail = format!("not checked: needs {}", missing.join(", "));
                 return Verdict { what: trend.what.clone(), passed: None, detail };
             }
-            let unit = if trend.metric == OrderMetric::BestAccuracy { "points" } else { "s" };
+            let unit = if trend.metric == OrderMetric::TimeToTarget { "s" } else { "points" };
             let mut detail = format!("holds in {holds} of {total} curves (seed 1)");
             if trend.tolerance > 0.0 {
                 let _ = write!(detail, " (within ε = {} {unit})", trend.tolerance);

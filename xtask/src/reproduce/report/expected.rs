@@ -44,6 +44,11 @@ pub struct PaperTable {
     /// The header of the rows' `level` column.
     #[serde(default = "variant")]
     pub level_header: String,
+    /// What the runs substitute for the paper's setting ("Fashion-MNIST, ViT-…"), said in the
+    /// title; the paper's numbers then stand beside ours as context, and no cell is judged
+    /// against them.
+    #[serde(default)]
+    pub substitution: Option<String>,
     pub rows: Vec<PaperRow>,
 }
 
@@ -83,6 +88,12 @@ pub enum ColumnMetric {
     AccuracyAtBudget,
     /// "Convergence accuracy": the mean of the last 3 evaluations, %.
     ConvergedAccuracy,
+    /// Top-5 accuracy at the final evaluation, %.
+    Top5,
+    /// Macro-F1 at the final evaluation, %.
+    MacroF1,
+    /// Resource utilisation over the run (Co-S²P's Eq. 17), %.
+    ResourceUtilization,
 }
 
 impl ColumnMetric {
@@ -93,7 +104,19 @@ impl ColumnMetric {
 
     /// An accuracy judged against the paper's within the table's tolerance.
     pub fn is_accuracy(self) -> bool {
-        matches!(self, ColumnMetric::Accuracy | ColumnMetric::AccuracyAtBudget | ColumnMetric::ConvergedAccuracy)
+        matches!(
+            self,
+            ColumnMetric::Accuracy
+                | ColumnMetric::AccuracyAtBudget
+                | ColumnMetric::ConvergedAccuracy
+                | ColumnMetric::Top5
+                | ColumnMetric::MacroF1
+        )
+    }
+
+    /// A percentage read off the run's final evaluation or its summary: top-5, macro-F1, RU.
+    pub fn is_final_score(self) -> bool {
+        matches!(self, ColumnMetric::Top5 | ColumnMetric::MacroF1 | ColumnMetric::ResourceUtilization)
     }
 }
 

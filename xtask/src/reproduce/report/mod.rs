@@ -16,7 +16,7 @@ mod results;
 mod table;
 
 pub use checks::{Verdict, evaluate_checks, evaluate_orderings, evaluate_trends, render_verdicts};
-pub use expected::{Expected, Findings, PaperTable};
+pub use expected::{ColumnMetric, Expected, Findings, PaperTable};
 #[cfg(test)]
 pub use results::fixtures;
 pub use results::{MissingData, Results};

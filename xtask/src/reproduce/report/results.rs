@@ -104,6 +104,7 @@ impl Results<'_> {
                 match metric {
                     OrderMetric::BestAccuracy => Some(mean(&on_shared, |o| o.best_accuracy)),
                     OrderMetric::TimeToTarget => time_to_target(&on_shared),
+                    OrderMetric::ResourceUtilization => Some(mean(&on_shared, |o| o.resource_utilization)),
                 }
             })
             .collect::<Option<_>>()?;
@@ -147,6 +148,7 @@ pub mod fixtures {
             final_accuracy: last,
             final_loss: 0.1,
             wall_time_s: 1.0,
+            resource_utilization: f64::NAN,
             time_to_target_s: None,
             curve: vec![],
             server_loss: vec![],

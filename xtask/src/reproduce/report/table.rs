@@ -39,7 +39,11 @@ pub struct RenderedTable {
 
 /// Renders a paper table as Markdown beside its cells for `results.json` and its score.
 pub fn render_table(table: &PaperTable, results: &Results, notes: &Notes) -> RenderedTable {
-    let mut md = format!("## {}\n\n{}\n", table.title, legend(table));
+    let title = match &table.substitution {
+        Some(what) => format!("{} (substitution: {what})", table.title),
+        None => table.title.clone(),
+    };
+    let mut md = format!("## {title}\n\n{}\n", legend(table));
     let with_level = table.rows.iter().any(|r| !r.level.is_empty());
     let header: Vec<String> = table.columns.iter().map(Column::header).collect();
     let level_head = if with_level { format!(" {} |", table.level_header) } else { String::new() };
@@ -112,6 +116,12 @@ fn legend(table: &PaperTable) -> String {
     if table.columns.iter().any(|c| c.metric == ColumnMetric::ConvergedAccuracy) {
         md += "Convergence-accuracy cells: paper / ours (mean of the last 3 evaluations) / ours (best) / Δ = last-3 mean − paper, in points.\n";
     }
+    if table.columns.iter().any(|c| c.metric.is_final_score()) {
+        md += "Top-5, macro-F1 and RU cells: paper / ours (final evaluation; RU over the run), in %.\n";
+    }
+    if table.substitution.is_some() {
+        md += "The runs substitute for the paper's setting: its numbers stand beside ours for context, none is judged against them.\n";
+    }
     if table.columns.iter().any(|c| c.metric.is_time()) {
         let _ = writeln!(
             md,
@@ -164,11 +174,15 @@ fn render_cell(
         Some(v) if col.metric.is_time() => format!("{v:.2} s{}", ratio(v, fastest.0)),
         Some(v) => format!("{v:.1}"),
     };
+    let judged = table.substitution.is_none();
     let tolerance = table.tolerance.get(&col.dataset).copied().unwrap_or(f64::INFINITY);
     let ours = row.run.as_deref().map(|r| results.ours(&col.dataset, &col.setting.id(), r));
     let (mut best, mut best_std, mut last, mut value, mut within) = (None, None, None, None, None);
     // Judges a compared cell and returns its mark: " ✗" beyond the tolerance.
     let mut judge = |delta: f64| {
+        if !judged {
+            return "";
+        }
         let ok = delta.abs() <= tolerance;
         within = Some(ok);
         if ok { "" } else { " ✗" }
@@ -228,6 +242,18 @@ fn render_cell(
                         format!("{paper_text} / {:.1} / {:.1} / {delta:+.1}{mark}", v * 100.0, b * 100.0)
                     }
                     None => format!("- / {:.1} / {:.1}", v * 100.0, b * 100.0),
+                }
+            }
+            ColumnMetric::Top5 | ColumnMetric::MacroF1 | ColumnMetric::ResourceUtilization => {
+                let v = mean(o, |o| o.final_score(col.metric)) * 100.0;
+                value = Some(v);
+                match paper.value() {
+                    Some(p) if judged && col.metric.is_accuracy() => {
+                        let delta = v - p;
+                        let mark = judge(delta);
+                        format!("{paper_text} / {v:.1} / {delta:+.1}{mark}")
+                    }
+                    _ => format!("{paper_text} / {v:.1}"),
                 }
             }
             ColumnMetric::TimeToTarget | ColumnMetric::Budget => match ours_time(col.metric, table.budget_factor, o) {
@@ -399,7 +425,14 @@ mod tests {
             "#,
         )
         .unwrap();
-        let point = |accuracy: f64| Point { version: 0.0, time_s: 0.0, accuracy, loss: 1.0 };
+        let point = |accuracy: f64| Point {
+            version: 0.0,
+            time_s: 0.0,
+            accuracy,
+            loss: 1.0,
+            top5: f64::NAN,
+            macro_f1: f64::NAN,
+        };
         let curve = |accs: &[f64]| Outcome { curve: accs.iter().map(|&a| point(a)).collect(), ..outcome(0.9, 0.84) };
         let runs = vec![run("m", 0.1, "a"), run("m", 0.1, "b")];
         let outcomes = BTreeMap::from([
@@ -485,7 +518,14 @@ mod tests {
 
     /// A run that reaches 0.5 accuracy at `ttt` virtual seconds and 0.9 at `3 ttt + 1`.
     fn timed(ttt: f64) -> Outcome {
-        let point = |time_s: f64, accuracy: f64| Point { version: 0.0, time_s, accuracy, loss: 1.0 };
+        let point = |time_s: f64, accuracy: f64| Point {
+            version: 0.0,
+            time_s,
+            accuracy,
+            loss: 1.0,
+            top5: f64::NAN,
+            macro_f1: f64::NAN,
+        };
         Outcome {
             time_to_target_s: Some(ttt),
             curve: vec![point(0.0, 0.1), point(ttt, 0.5), point(3.0 * ttt, 0.6), point(3.0 * ttt + 1.0, 0.9)],
