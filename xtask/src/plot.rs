@@ -82,8 +82,9 @@ impl Panel {
 const PANEL_SIZE: (u32, u32) = (800, 500);
 /// `plotters` looks fonts up by family name; registering under the default family makes every text use it.
 const FONT: &str = "sans-serif";
-/// Tableau 10: distinct hues that stay apart in print and for the common colour-vision deficiencies.
-const PALETTE: [RGBColor; 10] = [
+/// Tableau 20: Tableau 10's distinct hues, which stay apart in print and for the common colour-vision
+/// deficiencies, then their light companions, so that up to 20 curves of a panel differ.
+const PALETTE: [RGBColor; 20] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),
@@ -94,6 +95,16 @@ const PALETTE: [RGBColor; 10] = [
     RGBColor(127, 127, 127),
     RGBColor(188, 189, 34),
     RGBColor(23, 190, 207),
+    RGBColor(174, 199, 232),
+    RGBColor(255, 187, 120),
+    RGBColor(152, 223, 138),
+    RGBColor(255, 152, 150),
+    RGBColor(197, 176, 213),
+    RGBColor(196, 156, 148),
+    RGBColor(247, 182, 210),
+    RGBColor(199, 199, 199),
+    RGBColor(219, 219, 141),
+    RGBColor(158, 218, 229),
 ];
 
 /// Writes a PNG with the panels side by side (1 or 2 columns, more panels wrap into rows), a legend per panel.
@@ -290,8 +301,23 @@ fn draw_bars(area: &DrawingArea<BitMapBackend<'_>, Shift>, panel: &Panel, bars: 
     let step = bars.len().div_ceil(20).max(1);
     let ticks: Vec<usize> = (0..bars.len()).step_by(step).map(|i| 2 * i + 1).collect();
     let x = (0..2 * bars.len().max(1)).with_key_points(ticks);
-    let mut chart = frame(area, &panel.title).build_cartesian_2d(x, bottom..top)?;
-    let category = |x: &usize| bars.get(x / 2).filter(|_| x % 2 == 1).map_or_else(String::new, |b| b.0.clone());
+    // Names that would run into each other side by side (some 8 px a character) stand upright.
+    let longest = bars.iter().map(|b| b.0.chars().count()).max().unwrap_or(0) as u32;
+    let upright = bars.len() as u32 * longest * 8 > PANEL_SIZE.0 - 120;
+    let mut builder = frame(area, &panel.title);
+    if upright {
+        builder.x_label_area_size(24 + 9 * longest);
+    }
+    let mut chart = builder.build_cartesian_2d(x, bottom..top)?;
+    let label_style = match upright {
+        true => (FONT, 15).into_font().transform(FontTransform::Rotate90),
+        false => (FONT, 16).into_font(),
+    };
+    // plotters centres a rotated label on its tick, half of it inside the chart: as many blanks as
+    // the name is wide (a blank is about half a letter) put the name below the axis.
+    let named =
+        |name: &str| if upright { format!("{}{name}", " ".repeat(2 * name.chars().count() + 5)) } else { name.into() };
+    let category = |x: &usize| bars.get(x / 2).filter(|_| x % 2 == 1).map_or_else(String::new, |b| named(&b.0));
     chart
         .configure_mesh()
         .disable_x_mesh()
@@ -302,6 +328,7 @@ fn draw_bars(area: &DrawingArea<BitMapBackend<'_>, Shift>, panel: &Panel, bars: 
         .bold_line_style(RGBColor(220, 220, 220))
         .light_line_style(RGBColor(242, 242, 242))
         .x_label_formatter(&category)
+        .x_label_style(label_style)
         .y_labels(8)
         .y_label_formatter(&tick_label)
         .draw()?;

@@ -121,7 +121,7 @@ fn panels_of(
         };
         let zoom = (!loss).then(|| zoom_range(&panel.series)).flatten();
         let zoomed = zoom.map(|(x_range, y_range)| Panel {
-            title: format!("{place}: {what}, last half (zoom)"),
+            title: format!("{place}: {what}, each run's last half (zoom)"),
             x_range: Some(x_range),
             y_range: Some(y_range),
             series: panel.series.clone(),
@@ -142,8 +142,10 @@ fn panels_of(
                 (label, mean)
             })
             .collect();
+        let target = runs.iter().find_map(|(_, o)| o.first()?.target_accuracy);
+        let to = target.map_or_else(|| "the target accuracy".to_string(), |t| format!("{}% test accuracy", t * 100.0));
         panels.push(Panel {
-            title: format!("{place}: time to the target accuracy"),
+            title: format!("{place}: time to {to}"),
             x_label: String::new(),
             y_label: "virtual seconds".into(),
             bars: Some(bars),
@@ -184,21 +186,34 @@ fn seeds_series(
 /// than `ZOOM_BELOW` of the whole curves' range: where the runs differ by little, a zoom shows
 /// by how much.
 fn zoom_range(series: &[Series]) -> Option<((f64, f64), (f64, f64))> {
-    let finite: Vec<(f64, f64)> =
-        series.iter().flat_map(|s| &s.points).copied().filter(|(x, y)| x.is_finite() && y.is_finite()).collect();
-    let (x_lo, x_hi) = finite.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), p| (lo.min(p.0), hi.max(p.0)));
+    let finite = |s: &Series| -> Vec<(f64, f64)> {
+        s.points.iter().copied().filter(|(x, y)| x.is_finite() && y.is_finite()).collect()
+    };
+    let x_span = |points: &[(f64, f64)]| {
+        points.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), p| (lo.min(p.0), hi.max(p.0)))
+    };
     let span = |ys: &mut dyn Iterator<Item = f64>| {
         ys.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), y| (lo.min(y), hi.max(y)))
     };
-    let (all_lo, all_hi) = span(&mut finite.iter().map(|p| p.1));
-    let mid = (x_lo + x_hi) / 2.0;
-    let (tail_lo, tail_hi) = span(&mut finite.iter().filter(|p| p.0 >= mid).map(|p| p.1));
-    let (all, tail) = (all_hi - all_lo, tail_hi - tail_lo);
-    if !(all > 0.0 && tail.is_finite() && tail < ZOOM_BELOW * all) {
+    let all: Vec<(f64, f64)> = series.iter().flat_map(finite).collect();
+    let (all_lo, all_hi) = span(&mut all.iter().map(|p| p.1));
+    // Each run's own last half: runs of different lengths (asynchronous ones end sooner in
+    // virtual time) all show theirs.
+    let (mut from, mut tail_lo, mut tail_hi) = (f64::INFINITY, f64::INFINITY, f64::NEG_INFINITY);
+    for points in series.iter().map(finite).filter(|p| !p.is_empty()) {
+        let (lo, hi) = x_span(&points);
+        let mid = (lo + hi) / 2.0;
+        from = from.min(mid);
+        let (a, b) = span(&mut points.iter().filter(|p| p.0 >= mid).map(|p| p.1));
+        (tail_lo, tail_hi) = (tail_lo.min(a), tail_hi.max(b));
+    }
+    let x_hi = x_span(&all).1;
+    let (whole, tail) = (all_hi - all_lo, tail_hi - tail_lo);
+    if !(whole > 0.0 && tail.is_finite() && tail < ZOOM_BELOW * whole) {
         return None;
     }
     let pad = (tail * 0.1).max(0.1);
-    Some(((mid, x_hi), (tail_lo - pad, tail_hi + pad)))
+    Some(((from, x_hi), (tail_lo - pad, tail_hi + pad)))
 }
 
 /// `setting` if any of `runs` is planned there, else the first planned setting of the dataset
@@ -365,6 +380,7 @@ mod tests {
             final_loss: 0.1,
             wall_time_s: 1.0,
             resource_utilization: f64::NAN,
+            target_accuracy: Some(0.7),
             time_to_target_s: t,
             curve: vec![],
             server_loss: vec![],
@@ -398,6 +414,20 @@ mod tests {
         // Both curves are above 89 over rounds 50–100 (90 (1 − e⁻⁵) ≈ 89.39) and end below 91.
         assert!((88.0..89.4).contains(&lo) && (91.0..92.0).contains(&hi), "{lo}..{hi}");
         assert_eq!(zoom_range(&[rising("a", 90.0), rising("b", 30.0)]), None, "they end far apart: no zoom");
+    }
+
+    #[test]
+    fn a_zoom_shows_every_runs_own_last_half_when_they_end_at_different_times() {
+        // An asynchronous run ends at t = 50, a synchronous one at t = 100: the zoom starts at
+        // the shorter run's midpoint, and its y range covers both last halves.
+        let short = Series {
+            points: rising("a", 90.0).points.into_iter().filter(|p| p.0 <= 50.0).collect(),
+            ..rising("a", 90.0)
+        };
+        let ((x_lo, x_hi), (lo, hi)) = zoom_range(&[short, rising("b", 91.0)]).unwrap();
+        assert_eq!((x_lo, x_hi), (25.0, 100.0));
+        // The short run's last half rises from 90 (1 − e^−2.5) ≈ 82.6.
+        assert!((81.0..82.7).contains(&lo) && (91.0..92.0).contains(&hi), "{lo}..{hi}");
     }
 
     #[test]

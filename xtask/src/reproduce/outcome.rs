@@ -30,6 +30,8 @@ pub struct Outcome {
     pub wall_time_s: f64,
     /// Resource utilisation over the run (Co-S²P's Eq. 17; NaN in older records).
     pub resource_utilization: f64,
+    /// The experiment's target accuracy, if it had one.
+    pub target_accuracy: Option<f64>,
     /// Virtual seconds until the experiment's target accuracy was first reached.
     pub time_to_target_s: Option<f64>,
     /// Every evaluation that ran the test set.
@@ -67,6 +69,7 @@ impl Outcome {
             final_loss: summary.final_loss,
             wall_time_s: file.wall_time_s,
             resource_utilization: summary.resource_utilization,
+            target_accuracy: summary.target_accuracy,
             time_to_target_s: summary.time_to_target_s,
             participation: summary.clients.iter().map(|c| c.jobs).collect(),
             curve,
@@ -175,6 +178,7 @@ fn traces(text: &str, path: &Path) -> Result<Vec<(f64, BTreeMap<String, f64>)>> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::reproduce::report::ColumnMetric;
 
     #[test]
     fn reads_summary_curve_and_last_diagnostics() {
@@ -187,7 +191,7 @@ mod tests {
         .unwrap();
         std::fs::write(
             p.join("metrics.csv"),
-            "virtual_time_s,version,accuracy,loss\n1,0,0.1,2.3\n1.5,1,NaN,NaN\n2,1,0.9,NaN\n",
+            "virtual_time_s,version,accuracy,loss,top5,macro_f1\n1,0,0.1,2.3,0.5,0.05\n1.5,1,NaN,NaN,NaN,NaN\n2,1,0.9,NaN,1,0.875\n",
         )
         .unwrap();
         std::fs::write(
@@ -201,11 +205,14 @@ mod tests {
         assert!(o.final_loss.is_nan() && o.diverged());
         assert_eq!(
             o.curve[0],
-            Point { version: 0.0, time_s: 1.0, accuracy: 0.1, loss: 2.3, top5: f64::NAN, macro_f1: f64::NAN }
+            Point { version: 0.0, time_s: 1.0, accuracy: 0.1, loss: 2.3, top5: 0.5, macro_f1: 0.05 }
         );
         assert_eq!(o.curve.len(), 2, "a record without a test pass has no point");
         assert!(o.server_loss.is_empty() && o.participation.is_empty(), "no train_loss column, no clients");
         assert_eq!(o.time_to_target_s, Some(2.0));
+        // The final evaluation's top-5 and macro-F1; RU absent from this older summary.
+        assert_eq!((o.final_score(ColumnMetric::Top5), o.final_score(ColumnMetric::MacroF1)), (1.0, 0.875));
+        assert!(o.final_score(ColumnMetric::ResourceUtilization).is_nan());
         assert_eq!((o.best_within(1.5), o.best_within(2.0), o.duration_s()), (0.1, 0.9, 2.0));
         assert_eq!(o.diagnostics["tau"], 2.0);
         assert_eq!(o.diagnostics["gamma_star"], 10.0);

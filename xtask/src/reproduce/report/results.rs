@@ -149,6 +149,7 @@ pub mod fixtures {
             final_loss: 0.1,
             wall_time_s: 1.0,
             resource_utilization: f64::NAN,
+            target_accuracy: None,
             time_to_target_s: None,
             curve: vec![],
             server_loss: vec![],

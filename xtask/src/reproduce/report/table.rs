@@ -452,6 +452,38 @@ mod tests {
     }
 
     #[test]
+    fn a_substitution_shows_top5_f1_and_ru_beside_the_paper_and_judges_nothing() {
+        let expected: Expected = toml::from_str(
+            r#"
+            [[tables]]
+            id = "t"
+            title = "T"
+            substitution = "Fashion-MNIST, a small ViT"
+            columns = [
+                { dataset = "m", alpha = 0.1 },
+                { dataset = "m", alpha = 0.1, metric = "top5" },
+                { dataset = "m", alpha = 0.1, metric = "macro_f1" },
+                { dataset = "m", alpha = 0.1, metric = "resource_utilization" },
+            ]
+            tolerance = { m = 1.0 }
+            rows = [{ method = "A", run = "a", paper = [33.1, 59.2, 31.9, 87.9] }]
+            "#,
+        )
+        .unwrap();
+        let last = Point { version: 1.0, time_s: 1.0, accuracy: 0.84, loss: 1.0, top5: 0.975, macro_f1: 0.8125 };
+        let a = Outcome { curve: vec![last], resource_utilization: 0.75, ..outcome(0.9, 0.84) };
+        let runs = vec![run("m", 0.1, "a")];
+        let outcomes = BTreeMap::from([("m-a0.1/a".to_string(), vec![a])]);
+        let results = Results { scale: "s", runs: &runs, outcomes, missing: BTreeMap::new() };
+        let rendered = render_table(&expected.tables[0], &results, &Notes::default());
+        let md = rendered.markdown;
+        assert!(md.contains("## T (substitution: Fashion-MNIST, a small ViT)"), "{md}");
+        assert!(md.contains("| A | 33.1 / 90.0 / 84.0 / +56.9 | 59.2 / 97.5 | 31.9 / 81.2 | 87.9 / 75.0 |"), "{md}");
+        assert_eq!(rendered.score, Score { within: 0, compared: 0, in_paper: 3 });
+        assert_eq!(rendered.cells[3]["value"].as_f64(), Some(75.0));
+    }
+
+    #[test]
     fn a_row_known_as_another_points_to_it_when_listed_and_quotes_it_when_not() {
         let expected = |rows: &str| -> Expected {
             toml::from_str(&format!(
