@@ -40,7 +40,7 @@ use crate::trainer::distill::DistillConfig;
 use crate::trainer::learned_pull::{LearnedPullConfig, PullControls};
 use crate::trainer::rates::{ClientRates, DelayScaling, LrDecay, Moments, RateConfig, RateTable};
 use crate::trainer::schedule::{BatchSchedule, ClientPlan};
-use crate::trainer::width_masks::{WidthMaskConfig, WidthMasks};
+use crate::trainer::width_masks::{CohortInputs, WidthMaskConfig, WidthMasks};
 use crate::trainer::{LocalTrainer, PullInfo, PullMerge, TrainJob, TrainOutcome, TrainSession};
 
 /// The trainer's registered name, which its errors begin with.
@@ -673,9 +673,14 @@ impl SgdCohort {
     /// weights from the kept units only and masks the dropped units' gradients.
     fn apply_width_masks(&mut self) -> Result<()> {
         let Some(width) = &mut self.width else { return Ok(()) };
-        let augment = self.cfg.augment.as_ref();
-        let factors =
-            width.factors(self.model.as_ref(), &self.names, &self.params, &self.data, &mut self.noise, augment)?;
+        let cohort = CohortInputs {
+            model: self.model.as_ref(),
+            names: &self.names,
+            params: &self.params,
+            data: &self.data,
+            augment: self.cfg.augment.as_ref(),
+        };
+        let factors = width.factors(&cohort, &mut self.noise)?;
         for (i, factor) in factors.iter().enumerate() {
             let Some(f) = factor else { continue };
             self.params[i] = &self.params[i] * f;

@@ -84,6 +84,17 @@ pub(crate) fn ratio_penalty(masks: &[Tensor], unit_params: &[i64], total: f64, r
     (kept / total - ratio).abs() * lambda
 }
 
+/// What the mask epochs read of a cohort in training: its model, tensor names, stacked
+/// parameters `[C, ...]`, training set and augmentation.
+#[derive(Clone, Copy)]
+pub(crate) struct CohortInputs<'a> {
+    pub(crate) model: &'a dyn Model,
+    pub(crate) names: &'a [String],
+    pub(crate) params: &'a [Tensor],
+    pub(crate) data: &'a Dataset,
+    pub(crate) augment: Option<&'a AugmentConfig>,
+}
+
 /// Adam's constants for the scores.
 const BETAS: (f64, f64) = (0.9, 0.999);
 const EPS: f64 = 1e-8;
@@ -192,26 +203,17 @@ impl WidthMasks {
 
     /// The factors zeroing each job tensor's dropped units, training the scores first if this
     /// is a mask round (once; later calls return the same factors).
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn factors(
-        &mut self,
-        model: &dyn Model,
-        names: &[String],
-        params: &[Tensor],
-        data: &Dataset,
-        noise: &mut CohortNoise,
-        augment: Option<&AugmentConfig>,
-    ) -> Result<&[Option<Tensor>]> {
+    pub(crate) fn factors(&mut self, cohort: &CohortInputs, noise: &mut CohortNoise) -> Result<&[Option<Tensor>]> {
         if self.factors.is_none() {
             if let Some(schedule) = self.schedule.take() {
                 for t in 0..schedule.total_steps() {
-                    self.step(&schedule, t, model, names, params, data, noise, augment)?;
+                    self.step(&schedule, t, cohort, noise)?;
                 }
             }
             let (learned, random) = finalize(&self.learned, &self.unit_params, &self.random, &self.ratio);
             let masks: Vec<Tensor> = learned.into_iter().chain(random).collect();
             let groups: Vec<usize> = self.budget.groups().collect();
-            self.factors = Some(tensor_factors(model.structure(), names, &groups, &masks)?);
+            self.factors = Some(tensor_factors(cohort.model.structure(), cohort.names, &groups, &masks)?);
         }
         Ok(self.factors.as_deref().expect("finalised above"))
     }
@@ -222,18 +224,14 @@ impl WidthMasks {
     }
 
     /// One step of the scores on mask batch `t`.
-    #[allow(clippy::too_many_arguments)]
     fn step(
         &mut self,
         schedule: &BatchSchedule,
         t: usize,
-        model: &dyn Model,
-        names: &[String],
-        params: &[Tensor],
-        data: &Dataset,
+        cohort: &CohortInputs,
         noise: &mut CohortNoise,
-        augment: Option<&AugmentConfig>,
     ) -> Result<()> {
+        let CohortInputs { model, names, params, data, augment } = *cohort;
         let (k, _, x, y, weights) = schedule.inputs(data, t);
         let x = match augment {
             Some(augment) => augment.apply(&x, noise),
