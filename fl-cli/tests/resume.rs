@@ -48,6 +48,11 @@ impl Observer for Recorder {
 }
 
 fn experiment(method: &str, batching: Batching) -> Experiment {
+    // Co-S²P windows blocks: a small ViT with an exit after each block but the last.
+    let model = match method.starts_with("cos2p") {
+        true => "name = \"vit\"\ndepth = 3\nexits = [1, 2]\nhidden = 16\nmlp = 32\nheads = 4\npatch = 7\ndropout = 0.1",
+        false => "name = \"mlp\"\nhidden = [16]\ndropout = 0.1",
+    };
     let text = format!(
         r#"
         seed = 5
@@ -62,9 +67,7 @@ fn experiment(method: &str, batching: Batching) -> Experiment {
         alpha = 0.5
         min_samples = 20
         [model]
-        name = "mlp"
-        hidden = [16]
-        dropout = 0.1
+        {model}
         [trainer]
         batch_size = 20
         [eval]

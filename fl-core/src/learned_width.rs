@@ -14,6 +14,7 @@
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
 
+use crate::mask::StructuredMask;
 use crate::params::ParamSet;
 use crate::rng::Rng;
 use crate::structure::Structure;
@@ -142,6 +143,21 @@ pub fn kept_units(
     Some(kept)
 }
 
+/// What a job that chooses its width inside `mask` trains, sized for pricing before the client
+/// has chosen: `mask` with every budget group cut to its first `round(R^width · units)` units
+/// (at least one). The learned mask keeps at most `R^width` of the learned groups' parameters
+/// and each random group that share of its units, so the sizes match up to rounding; which
+/// units it keeps does not change the cost.
+pub fn budget_sized(structure: &Structure, mask: &StructuredMask, budget: &WidthBudget) -> StructuredMask {
+    let mut kept = vec![None; structure.groups.len()];
+    for g in budget.groups() {
+        let units = structure.groups[g].units;
+        let n = ((budget.ratio * units as f64).round() as i64).clamp(1, units);
+        kept[g] = Some((0..n).collect());
+    }
+    mask.narrowed(structure, &kept)
+}
+
 /// Per tensor of a (sub-)model whose tensors are `names`, the `[C, ...]` factor that zeroes
 /// the units `masks` drop (one `[C, units]` 0/1 mask per group of `groups`), or `None` where no
 /// group reaches the tensor. The groups' tensors must be held at full width.
@@ -202,6 +218,38 @@ mod tests {
         let scores = Tensor::from_slice(&[4.0f32, 3.0, 2.0, 1.0, 1.0, 2.0, 3.0, 4.0]).reshape([2, 4]);
         let (kept, _) = finalize(&[scores], &[1], &[], &Tensor::from_slice(&[0.25f64, 0.75]));
         assert_eq!(floats(&kept[0]), [1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0]);
+    }
+
+    #[test]
+    fn a_budget_is_priced_as_its_share_of_each_group() {
+        use crate::structure::{TensorSpec, UnitGroup, UnitMember};
+        // 3 → 4 → 2 → 5: fc1 has 4 neurons, fc2 2; R^width = 0.5 keeps 2 and 1 of them.
+        let tensors = vec![
+            TensorSpec::new("fc1.weight", [4, 3]),
+            TensorSpec::new("fc1.bias", [4]),
+            TensorSpec::new("fc2.weight", [2, 4]),
+            TensorSpec::new("fc2.bias", [2]),
+            TensorSpec::new("fc3.weight", [5, 2]),
+            TensorSpec::new("fc3.bias", [5]),
+        ];
+        let member = |tensor, dim| UnitMember { tensor, dim, block: 1 };
+        let groups = vec![
+            UnitGroup { name: "fc1".into(), units: 4, members: vec![member(0, 0), member(1, 0), member(2, 1)] },
+            UnitGroup { name: "fc2".into(), units: 2, members: vec![member(2, 0), member(3, 0), member(4, 1)] },
+        ];
+        let structure = Structure { tensors, groups };
+        let crate::Mask::Structured(whole) = structure.mask_from_units(&[None, None]).unwrap() else { unreachable!() };
+        let budget = budget_of(0.5);
+        let sized =
+            crate::Mask::Structured(budget_sized(&structure, &whole.with_width_budget(budget.clone()), &budget));
+        assert_eq!(sized.kept_per_tensor(&structure.shapes()), [6, 2, 2, 1, 5, 5]);
+        assert!(sized.width_budget().is_none(), "the sized mask is what the client trains");
+        // Unit param counts: a neuron of fc1 spans 3 + 1 + 2 parameters, one of fc2 4 + 1 + 5.
+        assert_eq!((unit_params(&structure, 0), unit_params(&structure, 1)), (6, 10));
+    }
+
+    fn budget_of(ratio: f64) -> WidthBudget {
+        WidthBudget { ratio, learned: vec![0], random: vec![1], learn: true }
     }
 
     #[test]

@@ -18,6 +18,7 @@ use tch::{Device, Kind, Tensor};
 use crate::error::{Result, ShapeError};
 use crate::learned_width::WidthBudget;
 use crate::params::ParamSet;
+use crate::structure::Structure;
 
 /// What a job does with one tensor of the model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -78,6 +79,20 @@ impl StructuredMask {
     /// What the job does with tensor `tensor`.
     pub fn role(&self, tensor: usize) -> TensorRole {
         self.roles.get(tensor).copied().unwrap_or_default()
+    }
+
+    /// This mask with the groups of `structure` that `kept` names (one entry per group, as in
+    /// [`Structure::mask_from_units`]) narrowed to those units, and no width budget: the
+    /// sub-model a client that chooses its width ends up training.
+    pub fn narrowed(&self, structure: &Structure, kept: &[Option<Vec<i64>>]) -> StructuredMask {
+        let mut keep = self.keep.clone();
+        for (group, units) in structure.groups.iter().zip(kept) {
+            let Some(units) = units else { continue };
+            for m in &group.members {
+                keep[m.tensor][m.dim] = Some(units.iter().flat_map(|&u| u * m.block..(u + 1) * m.block).collect());
+            }
+        }
+        StructuredMask { keep, roles: self.roles.clone(), width: None }
     }
 
     /// Kept indices of dimension `dim` of tensor `tensor` (`None`: all).

@@ -21,6 +21,7 @@ use crate::clock::{EventQueue, Tick, seconds, ticks};
 use crate::data::Dataset;
 use crate::error::{EngineError, JobFailure, Result};
 use crate::job_memory::job_memory;
+use crate::learned_width::budget_sized;
 use crate::mask::{Mask, TensorRole};
 use crate::mask_policy::{MaskCtx, MaskPolicy};
 use crate::model::Model;
@@ -216,27 +217,40 @@ impl World {
     /// A frozen tensor costs its forward pass alone (a third of a trained one's), a dropped
     /// one nothing; the client downloads what it holds and uploads what it trains.
     pub(super) fn job_cost(&self, client: usize, mask: &Mask) -> JobCost {
-        let kept = mask.kept_per_tensor(&self.shapes);
-        let held = mask.held_per_tensor(&self.shapes);
-        let flops = match self.devices.pricing {
-            Pricing::Compute => self.forward_flops_per_tensor(mask, &kept),
-            Pricing::MaskShare => {
-                let share = mask_share(&kept, &self.shapes);
-                self.model.flops_per_tensor(&self.shapes).iter().map(|f| f * share).collect()
+        // A client that chooses its width trains (and uploads) what its budget keeps, after
+        // training its scores over the whole held sub-model in a mask round.
+        let (trained, mask_passes) = match (mask, mask.width_budget()) {
+            (Mask::Structured(s), Some(budget)) => {
+                let sized = Mask::Structured(budget_sized(self.model.structure(), s, budget));
+                let samples = self.clients[client].samples;
+                (sized, if budget.learn { self.trainer.width_mask_passes(samples) } else { 0.0 })
+            }
+            _ => (mask.shallow_clone(), 0.0),
+        };
+        let forward = |m: &Mask| -> Vec<f64> {
+            let kept = m.kept_per_tensor(&self.shapes);
+            match self.devices.pricing {
+                Pricing::Compute => self.forward_flops_per_tensor(m, &kept),
+                Pricing::MaskShare => {
+                    let share = mask_share(&kept, &self.shapes);
+                    self.model.flops_per_tensor(&self.shapes).iter().map(|f| f * share).collect()
+                }
             }
         };
+        let kept = trained.kept_per_tensor(&self.shapes);
+        let held = mask.held_per_tensor(&self.shapes);
+        let flops = forward(&trained);
         let samples = self.clients[client].samples;
-        // A client that learns its width first trains its scores over the held sub-model.
-        let mask_passes = match mask.width_budget() {
-            Some(budget) if budget.learn => self.trainer.width_mask_passes(samples),
-            _ => 0.0,
-        };
-        let passes = self.trainer.sample_passes(samples) + mask_passes;
+        let passes = self.trainer.sample_passes(samples);
         let client_tensors = self.split.map_or(kept.len(), |s| s.client_tensors);
         let bytes = |per_tensor: &[i64]| per_tensor[..client_tensors].iter().sum::<i64>() as f64 * BYTES_PER_PARAM;
+        let score_flops = match mask_passes > 0.0 {
+            true => train_flops(forward(mask)[..client_tensors].iter().sum(), mask_passes),
+            false => 0.0,
+        };
         let mut cost = JobCost {
             down_bytes: bytes(&held),
-            train_flops: train_flops(flops[..client_tensors].iter().sum(), passes),
+            train_flops: train_flops(flops[..client_tensors].iter().sum(), passes) + score_flops,
             up_bytes: bytes(&kept),
             ..JobCost::default()
         };
