@@ -71,6 +71,9 @@ pub struct ClientStats {
     pub jobs: u64,
     /// Sum of those jobs' virtual durations, seconds.
     pub busy_s: f64,
+    /// The largest memory estimate of its jobs, bytes (parameters, gradients, optimizer states
+    /// and activations: `fl_core::job_memory`); 0 in older summaries.
+    pub peak_memory_bytes: f64,
 }
 
 impl Summary {
@@ -149,7 +152,7 @@ mod tests {
             target_accuracy: Some(0.7),
             time_to_target_s: Some(10.0),
             staleness_histogram: BTreeMap::from([(0, 20), (1, 10)]),
-            clients: vec![ClientStats { jobs: 3, busy_s: 4.5 }],
+            clients: vec![ClientStats { jobs: 3, busy_s: 4.5, peak_memory_bytes: 2.5e6 }],
             resource_utilization: 0.875,
         };
         let text = serde_json::to_string(&SummaryFile { summary: summary.clone(), wall_time_s: 2.0 }).unwrap();

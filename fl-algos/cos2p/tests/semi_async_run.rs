@@ -105,6 +105,11 @@ fn learned_width_masks_train_through_the_engine() {
     // 0.513 at seed 6 (rolling widths: 0.471), in 1.91 virtual s against 1.64: mask rounds
     // also price the score epochs over the whole window.
     assert!(summary.best_accuracy > 0.4, "best accuracy {}", summary.best_accuracy);
+    // The weak client's window (1 block at width 0.25) needs far less memory than a strong one's
+    // (3 blocks at 0.75).
+    let peaks: Vec<f64> = summary.clients.iter().map(|c| c.peak_memory_bytes).collect();
+    let (low, high) = peaks.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &p| (lo.min(p), hi.max(p)));
+    assert!(low > 0.0 && low < 0.6 * high, "peak memory per client {peaks:?}");
 }
 
 #[test]

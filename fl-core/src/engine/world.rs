@@ -20,7 +20,7 @@ use crate::aggregator::{AggregateCtx, Aggregator, UpdateStaleness};
 use crate::clock::{EventQueue, Tick, seconds, ticks};
 use crate::data::Dataset;
 use crate::error::{EngineError, JobFailure, Result};
-use crate::job_memory::job_memory;
+use crate::job_memory::{JobMemory, job_memory};
 use crate::learned_width::budget_sized;
 use crate::mask::{Mask, TensorRole};
 use crate::mask_policy::{MaskCtx, MaskPolicy};
@@ -262,15 +262,27 @@ impl World {
         cost
     }
 
-    /// Fails when the job's memory estimate ([`crate::job_memory()`]) exceeds the client's
-    /// device memory; devices without a limit are not estimated.
-    fn check_job_memory(&self, client: usize, mask: &Mask) -> Result<()> {
-        let available = self.profiles[client].memory_bytes;
-        if available.is_infinite() {
-            return Ok(());
-        }
+    /// A job's memory estimate ([`crate::job_memory()`]). A client that chooses its width
+    /// needs the larger of its score epochs (the whole held window forward and backward, no
+    /// weight gradients or optimizer states) and its weight epochs (the budget-sized sub-model).
+    fn job_memory_estimate(&self, client: usize, mask: &Mask) -> JobMemory {
         let batch = self.trainer.batch_size().unwrap_or(1).min(self.clients[client].samples.max(1));
-        let needed = job_memory(self.model.as_ref(), &self.shapes, mask, self.trainer.optimizer_states(), batch);
+        let states = self.trainer.optimizer_states();
+        let estimate = |m: &Mask| job_memory(self.model.as_ref(), &self.shapes, m, states, batch);
+        match (mask, mask.width_budget()) {
+            (Mask::Structured(s), Some(budget)) => {
+                let weights = estimate(&Mask::Structured(budget_sized(self.model.structure(), s, budget)));
+                let whole = estimate(mask);
+                let scores = JobMemory { gradients: 0.0, optimizer: 0.0, ..whole };
+                if budget.learn && scores.total() > weights.total() { scores } else { weights }
+            }
+            _ => estimate(mask),
+        }
+    }
+
+    /// Fails when the job's memory estimate exceeds the client's device memory.
+    fn check_job_memory(&self, client: usize, needed: &JobMemory) -> Result<()> {
+        let available = self.profiles[client].memory_bytes;
         if needed.total() > available {
             return Err(
                 EngineError::JobMemory { client, needed: needed.describe(), available_gb: available / 1e9 }.into()
@@ -312,7 +324,8 @@ impl World {
         let mut mask_rng = self.mask_rng.clone();
         let mask = self.mask_for(client, choice, &mut mask_rng)?;
         self.mask_rng = mask_rng;
-        self.check_job_memory(client, &mask)?;
+        let memory = self.job_memory_estimate(client, &mask);
+        self.check_job_memory(client, &memory)?;
         let job = self.jobs;
         self.jobs += 1;
         let start = mask.extract(&base);
@@ -367,6 +380,7 @@ impl World {
         c.running += 1;
         c.stats.jobs += 1;
         c.stats.busy_s += how.wait_s + phases.total_s();
+        c.stats.peak_memory_bytes = c.stats.peak_memory_bytes.max(memory.total());
         Ok(())
     }
 

@@ -15,7 +15,7 @@ use anyhow::Result;
 
 use super::grid::{DatasetEntry, Figure, Grid, PanelSpec, group};
 use super::outcome::Outcome;
-use super::report::{Expected, Results};
+use super::report::{ColumnMetric, Expected, Results};
 use crate::plot::{Panel, Series, SeriesStyle, write_png};
 
 /// A zoom panel is added when the curves' last halves span less than this share of the panel.
@@ -314,6 +314,11 @@ pub fn sweep_points(
         let y = match metric {
             "time_to_target" => o.time_to_target_s,
             "resource_utilization" => Some(o.resource_utilization * 100.0),
+            // Over every client.
+            "job_time" | "peak_memory" => {
+                let metric = if metric == "job_time" { ColumnMetric::JobTime } else { ColumnMetric::PeakMemory };
+                Some(o.client_figure(metric, &(0..o.job_time_s.len()).collect::<Vec<_>>()))
+            }
             _ => Some(o.best_accuracy * 100.0),
         };
         if let Some(y) = y {
@@ -385,6 +390,8 @@ mod tests {
             curve: vec![],
             server_loss: vec![],
             participation: vec![],
+            job_time_s: vec![],
+            peak_memory_bytes: vec![],
             diagnostics: BTreeMap::new(),
             traces: vec![],
         };

@@ -285,6 +285,10 @@ pub struct Ordering {
     pub chains: Vec<Vec<String>>,
     #[serde(default)]
     pub metric: OrderMetric,
+    /// For `job_time` and `peak_memory`: groups of clients (ids, e.g. one device type each),
+    /// each group a cell of its own.
+    #[serde(default)]
+    pub clients: Vec<Vec<usize>>,
     /// The datasets it is checked on (default: every dataset of the grid), for a claim the paper
     /// makes of some datasets only.
     pub datasets: Option<Vec<String>>,
@@ -402,6 +406,10 @@ pub enum OrderMetric {
     TimeToTarget,
     /// Resource utilisation over the run (Co-S²P's Eq. 17), 0–1.
     ResourceUtilization,
+    /// The mean job time of the ordering's `clients`, virtual seconds.
+    JobTime,
+    /// The largest job memory estimate of the ordering's `clients`, MB.
+    PeakMemory,
 }
 
 #[derive(Debug, Deserialize)]

@@ -41,6 +41,10 @@ pub struct Outcome {
     pub server_loss: Vec<f64>,
     /// Jobs each client was given, in client order.
     pub participation: Vec<u64>,
+    /// Each client's mean job time (virtual seconds from dispatch to arrival), in client order.
+    pub job_time_s: Vec<f64>,
+    /// Each client's largest job memory estimate, bytes, in client order (0: not recorded).
+    pub peak_memory_bytes: Vec<f64>,
     /// The diagnostics of the last evaluation.
     pub diagnostics: BTreeMap<String, f64>,
     /// The diagnostics whose names hold a `.` (per-device traces such as `alpha.3`) at each
@@ -72,6 +76,8 @@ impl Outcome {
             target_accuracy: summary.target_accuracy,
             time_to_target_s: summary.time_to_target_s,
             participation: summary.clients.iter().map(|c| c.jobs).collect(),
+            job_time_s: summary.clients.iter().map(|c| c.busy_s / c.jobs.max(1) as f64).collect(),
+            peak_memory_bytes: summary.clients.iter().map(|c| c.peak_memory_bytes).collect(),
             curve,
             server_loss,
             diagnostics,
@@ -103,6 +109,23 @@ impl Outcome {
             ColumnMetric::Top5 => last.map_or(f64::NAN, |p| p.top5),
             ColumnMetric::MacroF1 => last.map_or(f64::NAN, |p| p.macro_f1),
             ColumnMetric::ResourceUtilization => self.resource_utilization,
+            _ => f64::NAN,
+        }
+    }
+
+    /// A per-client figure over `clients` (ids): the mean job time in seconds or the largest
+    /// peak memory in MB; NaN when none of them is recorded.
+    pub fn client_figure(&self, metric: crate::reproduce::report::ColumnMetric, clients: &[usize]) -> f64 {
+        use crate::reproduce::report::ColumnMetric;
+        match metric {
+            ColumnMetric::JobTime => {
+                let times: Vec<f64> = clients.iter().filter_map(|&c| self.job_time_s.get(c).copied()).collect();
+                if times.is_empty() { f64::NAN } else { times.iter().sum::<f64>() / times.len() as f64 }
+            }
+            ColumnMetric::PeakMemory => {
+                let peak = clients.iter().filter_map(|&c| self.peak_memory_bytes.get(c).copied()).fold(0.0, f64::max);
+                if peak > 0.0 { peak / 1e6 } else { f64::NAN }
+            }
             _ => f64::NAN,
         }
     }

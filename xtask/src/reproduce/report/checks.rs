@@ -106,9 +106,16 @@ pub fn evaluate_orderings(grid: &Grid, results: &Results, findings: Option<&Find
         .map(|ordering| {
             let (mut holds, mut total, mut broken) = (0, 0, Vec::new());
             let on = |d: &String| ordering.datasets.as_ref().is_none_or(|ds| ds.contains(d));
-            for chain in &ordering.chains {
+            // Per-client metrics are judged for each group of clients (a device type) apart.
+            let groups: Vec<&[usize]> = match ordering.clients.is_empty() {
+                true => vec![&[]],
+                false => ordering.clients.iter().map(Vec::as_slice).collect(),
+            };
+            let cells = ordering.chains.iter().flat_map(|chain| groups.iter().map(move |g| (chain, *g)));
+            for (chain, clients) in cells {
                 for (dataset, setting) in settings.iter().filter(|(d, _)| on(d)) {
-                    let Some((values, seeds)) = results.chain_values(ordering.metric, dataset, setting, chain) else {
+                    let Some((values, seeds)) = results.chain_values(ordering.metric, clients, dataset, setting, chain)
+                    else {
                         continue;
                     };
                     total += 1;
@@ -116,6 +123,8 @@ pub fn evaluate_orderings(grid: &Grid, results: &Results, findings: Option<&Find
                         OrderMetric::BestAccuracy => format!("{r} {:.1}", v * 100.0),
                         OrderMetric::TimeToTarget => format!("{r} {v:.1} s"),
                         OrderMetric::ResourceUtilization => format!("{r} RU {:.1}%", v * 100.0),
+                        OrderMetric::JobTime => format!("{r} {v:.2} s a job on clients {clients:?}"),
+                        OrderMetric::PeakMemory => format!("{r} {v:.2} MB on clients {clients:?}"),
                     };
                     if values.windows(2).all(|w| ordering.holds(w[0], w[1])) {
                         holds += 1;
@@ -145,6 +154,8 @@ pub fn evaluate_orderings(grid: &Grid, results: &Results, findings: Option<&Find
                     OrderMetric::ResourceUtilization => {
                         write!(detail, " (within ε = {} points)", ordering.tolerance * 100.0)
                     }
+                    OrderMetric::JobTime => write!(detail, " (within ε = {} s)", ordering.tolerance),
+                    OrderMetric::PeakMemory => write!(detail, " (within ε = {} MB)", ordering.tolerance),
                 };
             }
             let known = Known { text: ordering.known.as_deref(), id: ordering.id.as_deref(), findings };
@@ -164,6 +175,8 @@ pub fn evaluate_trends(grid: &Grid, results: &Results, findings: Option<&Finding
                 OrderMetric::BestAccuracy => "best_accuracy",
                 OrderMetric::TimeToTarget => "time_to_target",
                 OrderMetric::ResourceUtilization => "resource_utilization",
+                OrderMetric::JobTime => "job_time",
+                OrderMetric::PeakMemory => "peak_memory",
             };
             let on = |d: &String| trend.datasets.as_ref().is_none_or(|ds| ds.contains(d));
             for (dataset, entry) in grid.datasets.iter().filter(|(d, _)| on(d)) {
@@ -352,6 +365,51 @@ mod tests {
         // No seed in common: nothing to compare.
         let v = compare(vec![seeded(2, 0.90)], vec![seeded(1, 0.82)]);
         assert_eq!((v[0].passed, v[0].detail.as_str()), (None, "holds in 0 of 0 (within ε = 1 points)"));
+    }
+
+    #[test]
+    fn per_client_orderings_judge_each_group_of_clients_apart() {
+        let grid: Grid = toml::from_str(
+            r#"
+            paper = "p"
+            title = "t"
+            rows = []
+            scales = {}
+            datasets = {}
+            [[orderings]]
+            what = "b needs less memory than a on every device type"
+            metric = "peak_memory"
+            chains = [["a", "b"]]
+            clients = [[0], [1, 2]]
+            [[orderings]]
+            what = "b's jobs are shorter than a's on every device type"
+            metric = "job_time"
+            chains = [["a", "b"]]
+            clients = [[0], [1, 2]]
+            "#,
+        )
+        .unwrap();
+        // Client 0 is one device type, clients 1–2 another: b lighter on both, faster on the first only.
+        let clients = |memory: [f64; 3], busy: [f64; 3]| Outcome {
+            participation: vec![2, 2, 2],
+            job_time_s: busy.iter().map(|b| b / 2.0).collect(),
+            peak_memory_bytes: memory.to_vec(),
+            ..outcome(0.9, 0.9)
+        };
+        let runs = vec![run("m", 0.1, "a"), run("m", 0.1, "b")];
+        let outcomes = BTreeMap::from([
+            ("m-a0.1/a".to_string(), vec![clients([4e6, 9e6, 8e6], [10.0, 6.0, 6.0])]),
+            ("m-a0.1/b".to_string(), vec![clients([3e6, 7e6, 7.5e6], [8.0, 6.0, 7.0])]),
+        ]);
+        let results = Results { scale: "s", runs: &runs, outcomes, missing: BTreeMap::new() };
+        let v = evaluate_orderings(&grid, &results, None);
+        assert_eq!((v[0].passed, v[0].detail.as_str()), (Some(true), "holds in 2 of 2"));
+        assert_eq!(v[1].passed, Some(false));
+        assert!(
+            v[1].detail.contains("not in: m-a0.1 (a 3.00 s a job on clients [1, 2], b 3.25 s a job on clients [1, 2])"),
+            "{}",
+            v[1].detail
+        );
     }
 
     #[test]

@@ -71,6 +71,9 @@ pub struct Column {
     pub metric: ColumnMetric,
     /// The header (default: the dataset and setting).
     pub label: Option<String>,
+    /// The clients (ids) a `job_time` or `peak_memory` column reads, e.g. one device type's.
+    #[serde(default)]
+    pub clients: Vec<usize>,
 }
 
 /// What a column reports.
@@ -94,6 +97,10 @@ pub enum ColumnMetric {
     MacroF1,
     /// Resource utilisation over the run (Co-S²P's Eq. 17), %.
     ResourceUtilization,
+    /// The column's clients' mean job time (training and transfers), virtual seconds.
+    JobTime,
+    /// The column's clients' largest job memory estimate, MB.
+    PeakMemory,
 }
 
 impl ColumnMetric {

@@ -80,6 +80,7 @@ impl Results<'_> {
     pub(super) fn chain_values(
         &self,
         metric: OrderMetric,
+        clients: &[usize],
         dataset: &str,
         setting: &str,
         chain: &[String],
@@ -105,6 +106,10 @@ impl Results<'_> {
                     OrderMetric::BestAccuracy => Some(mean(&on_shared, |o| o.best_accuracy)),
                     OrderMetric::TimeToTarget => time_to_target(&on_shared),
                     OrderMetric::ResourceUtilization => Some(mean(&on_shared, |o| o.resource_utilization)),
+                    OrderMetric::JobTime => Some(mean(&on_shared, |o| o.client_figure(ColumnMetric::JobTime, clients))),
+                    OrderMetric::PeakMemory => {
+                        Some(mean(&on_shared, |o| o.client_figure(ColumnMetric::PeakMemory, clients)))
+                    }
                 }
             })
             .collect::<Option<_>>()?;
@@ -154,6 +159,8 @@ pub mod fixtures {
             curve: vec![],
             server_loss: vec![],
             participation: vec![],
+            job_time_s: vec![],
+            peak_memory_bytes: vec![],
             diagnostics: BTreeMap::new(),
             traces: vec![],
         }

@@ -119,6 +119,9 @@ fn legend(table: &PaperTable) -> String {
     if table.columns.iter().any(|c| c.metric.is_final_score()) {
         md += "Top-5, macro-F1 and RU cells: paper / ours (final evaluation; RU over the run), in %.\n";
     }
+    if table.columns.iter().any(|c| matches!(c.metric, ColumnMetric::JobTime | ColumnMetric::PeakMemory)) {
+        md += "Job time and memory cells: paper / ours (mean job time of the column's clients, virtual s; their largest job memory estimate, MB).\n";
+    }
     if table.substitution.is_some() {
         md += "The runs substitute for the paper's setting: its numbers stand beside ours for context, none is judged against them.\n";
     }
@@ -255,6 +258,11 @@ fn render_cell(
                     }
                     _ => format!("{paper_text} / {v:.1}"),
                 }
+            }
+            ColumnMetric::JobTime | ColumnMetric::PeakMemory => {
+                let v = mean(o, |o| o.client_figure(col.metric, &col.clients));
+                value = Some(v);
+                format!("{paper_text} / {v:.1}")
             }
             ColumnMetric::TimeToTarget | ColumnMetric::Budget => match ours_time(col.metric, table.budget_factor, o) {
                 Some(t) => {
