@@ -178,7 +178,10 @@ impl MaskPolicy for RollingDepth {
             return ctx.structure.submodel_with_exits(window, &exits, &kept);
         }
         let budget = self.budget(ctx, &window, width)?;
-        match learned_width::kept_units(ctx.structure, &budget, ctx.client_state).filter(|_| !budget.learn) {
+        // Outside the mask rounds a client whose scores cover the window trains it cut to them.
+        let cut =
+            (!budget.learn).then(|| learned_width::kept_units(ctx.structure, &budget, ctx.client_state)).flatten();
+        match cut {
             Some(kept) => ctx.structure.submodel_with_exits(window, &exits, &kept),
             None => match ctx.structure.submodel_with_exits(window, &exits, &vec![None; ctx.structure.groups.len()])? {
                 Mask::Structured(mask) => Ok(Mask::Structured(mask.with_width_budget(budget))),
