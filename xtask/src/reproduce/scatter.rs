@@ -75,7 +75,10 @@ fn panels(grid: &Grid, table: &PaperTable, cells: &[serde_json::Value]) -> Vec<P
                 style: SeriesStyle::Markers,
                 ..Series::default()
             }));
-            let title = grid.datasets.get(&dataset).and_then(|d| d.title.clone()).unwrap_or(dataset);
+            let title = match &table.substitution {
+                Some(what) => format!("substitution {what}"),
+                None => grid.datasets.get(&dataset).and_then(|d| d.title.clone()).unwrap_or(dataset),
+            };
             Panel {
                 title: format!("{title}: ours against the paper"),
                 x_label: "the paper's accuracy (%)".into(),
