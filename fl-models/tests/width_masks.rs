@@ -194,3 +194,19 @@ fn the_scores_drop_units_that_cannot_change_the_output_first() {
     let dead_kept = kept.iter().filter(|u| *u % 2 == 1).count();
     assert!(dead_kept <= 1, "kept {dead_kept} dead neurons: {kept:?}");
 }
+
+#[test]
+fn a_job_that_chooses_its_width_needs_the_trainers_width_masks() {
+    let model = vit();
+    let full = model.init(&mut rng::stream(3, &[0]));
+    let plain = Sgd::new(SgdConfig { batch_size: 16, ..SgdConfig::default() });
+    let budget = budget(model.as_ref(), 0.5, true);
+    let err = plain.train(job(&model, full, Some(budget), None)).err().expect("refused").to_string();
+    assert!(err.contains("[trainer] width_masks"), "{err}");
+    // And the settings that cannot go with it name the key.
+    let with_steps =
+        SgdConfig { steps: Some(10), width_masks: Some(WidthMaskConfig::default()), ..SgdConfig::default() };
+    assert_eq!(with_steps.validate().unwrap_err().key, "width_masks");
+    let with_dyn = SgdConfig { dyn_alpha: 0.1, width_masks: Some(WidthMaskConfig::default()), ..SgdConfig::default() };
+    assert_eq!(with_dyn.validate().unwrap_err().key, "width_masks");
+}
