@@ -271,15 +271,16 @@ mod tests {
     use super::*;
     use crate::reproduce::report::results::fixtures::{outcome, run};
 
+    /// A grid with no rows, scales or datasets and the `[[orderings]]` of `orderings`.
+    fn orderings_grid(orderings: &str) -> Grid {
+        toml::from_str(&format!("paper = \"p\"\ntitle = \"t\"\nrows = []\nscales = {{}}\ndatasets = {{}}\n{orderings}"))
+            .unwrap()
+    }
+
     #[test]
     fn orderings_count_the_settings_where_the_chain_holds_in_every_or_most_of_them() {
-        let grid: Grid = toml::from_str(
+        let grid = orderings_grid(
             r#"
-            paper = "p"
-            title = "t"
-            rows = []
-            scales = {}
-            datasets = {}
             [[orderings]]
             what = "a ≥ b"
             chains = [["a", "b"]]
@@ -295,8 +296,7 @@ mod tests {
             factor = 2.0
             datasets = ["m"]
             "#,
-        )
-        .unwrap();
+        );
         // (α, a, b) per setting.
         let verdicts = |cells: &[(f64, f64, f64)]| {
             let mut runs = Vec::new();
@@ -369,13 +369,8 @@ mod tests {
 
     #[test]
     fn per_client_orderings_judge_each_group_of_clients_apart() {
-        let grid: Grid = toml::from_str(
+        let grid = orderings_grid(
             r#"
-            paper = "p"
-            title = "t"
-            rows = []
-            scales = {}
-            datasets = {}
             [[orderings]]
             what = "b needs less memory than a on every device type"
             metric = "peak_memory"
@@ -387,8 +382,7 @@ mod tests {
             chains = [["a", "b"]]
             clients = [[0], [1, 2]]
             "#,
-        )
-        .unwrap();
+        );
         // Client 0 is one device type, clients 1–2 another: b lighter on both, faster on the first only.
         let clients = |memory: [f64; 3], busy: [f64; 3]| Outcome {
             participation: vec![2, 2, 2],
