@@ -151,9 +151,7 @@ pub fn kept_units(
 pub fn budget_sized(structure: &Structure, mask: &StructuredMask, budget: &WidthBudget) -> StructuredMask {
     let mut kept = vec![None; structure.groups.len()];
     for g in budget.groups() {
-        let units = structure.groups[g].units;
-        let n = ((budget.ratio * units as f64).round() as i64).clamp(1, units);
-        kept[g] = Some((0..n).collect());
+        kept[g] = Some((0..structure.groups[g].kept_at(budget.ratio)).collect());
     }
     mask.narrowed(structure, &kept)
 }

@@ -89,7 +89,7 @@ impl StructuredMask {
         for (group, units) in structure.groups.iter().zip(kept) {
             let Some(units) = units else { continue };
             for m in &group.members {
-                keep[m.tensor][m.dim] = Some(units.iter().flat_map(|&u| u * m.block..(u + 1) * m.block).collect());
+                keep[m.tensor][m.dim] = Some(m.indices(units));
             }
         }
         StructuredMask { keep, roles: self.roles.clone(), width: None }

@@ -206,7 +206,8 @@ impl Quantity {
     /// distributions, which are drawn client by client.
     pub fn draw_quota(&self, n: usize, rng: &mut Rng) -> Option<Vec<f64>> {
         if let Quantity::PerClient { values } = self {
-            return Some(values.iter().copied().cycle().take(n).collect());
+            assert_eq!(values.len(), n, "per-client values are checked against the clients in DevicesConfig::draw");
+            return Some(values.clone());
         }
         let Quantity::Quota { values, shares } = self else { return None };
         let total: f64 = shares.iter().sum();

@@ -75,6 +75,13 @@ pub struct UnitMember {
     pub block: i64,
 }
 
+impl UnitMember {
+    /// The indices of the member's dimension that `units` cover, in their order.
+    pub fn indices(&self, units: &[i64]) -> Vec<i64> {
+        units.iter().flat_map(|&u| u * self.block..(u + 1) * self.block).collect()
+    }
+}
+
 /// Units (neurons, channels, heads) that a structured mask keeps or drops together across the
 /// tensors they appear in: a layer's width.
 #[derive(Debug, Clone, PartialEq)]
@@ -86,6 +93,13 @@ pub struct UnitGroup {
     /// The tensor dimensions that move together when a unit goes; no dimension may belong to
     /// two groups.
     pub members: Vec<UnitMember>,
+}
+
+impl UnitGroup {
+    /// How many units a width share `ratio` keeps: the nearest whole number, at least one.
+    pub fn kept_at(&self, ratio: f64) -> i64 {
+        ((self.units as f64 * ratio).round() as i64).clamp(1, self.units)
+    }
 }
 
 /// What a model exposes to masks and to the cost model: its tensors and its maskable unit
@@ -157,7 +171,7 @@ impl Structure {
                     }
                     .into());
                 }
-                *slot = Some(units.iter().flat_map(|&u| u * m.block..(u + 1) * m.block).collect());
+                *slot = Some(m.indices(units));
             }
         }
         let mask = StructuredMask::new(keep);

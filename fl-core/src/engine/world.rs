@@ -21,7 +21,7 @@ use crate::clock::{EventQueue, Tick, seconds, ticks};
 use crate::data::Dataset;
 use crate::error::{EngineError, JobFailure, Result};
 use crate::job_memory::{JobMemory, job_memory};
-use crate::learned_width::budget_sized;
+use crate::learned_width::{WidthBudget, budget_sized};
 use crate::mask::{Mask, TensorRole};
 use crate::mask_policy::{MaskCtx, MaskPolicy};
 use crate::model::Model;
@@ -219,13 +219,12 @@ impl World {
     pub(super) fn job_cost(&self, client: usize, mask: &Mask) -> JobCost {
         // A client that chooses its width trains (and uploads) what its budget keeps, after
         // training its scores over the whole held sub-model in a mask round.
-        let (trained, mask_passes) = match (mask, mask.width_budget()) {
-            (Mask::Structured(s), Some(budget)) => {
-                let sized = Mask::Structured(budget_sized(self.model.structure(), s, budget));
-                let samples = self.clients[client].samples;
-                (sized, if budget.learn { self.trainer.width_mask_passes(samples) } else { 0.0 })
+        let (trained, mask_passes) = match self.width_trained(mask) {
+            Some((sized, budget)) if budget.learn => {
+                (sized, self.trainer.width_mask_passes(self.clients[client].samples))
             }
-            _ => (mask.shallow_clone(), 0.0),
+            Some((sized, _)) => (sized, 0.0),
+            None => (mask.shallow_clone(), 0.0),
         };
         let forward = |m: &Mask| -> Vec<f64> {
             let kept = m.kept_per_tensor(&self.shapes);
@@ -262,6 +261,13 @@ impl World {
         cost
     }
 
+    /// For a mask inside which the client chooses its width, what it trains (sized by its
+    /// budget, [`budget_sized`]) and the budget.
+    fn width_trained<'m>(&self, mask: &'m Mask) -> Option<(Mask, &'m WidthBudget)> {
+        let (Mask::Structured(s), Some(budget)) = (mask, mask.width_budget()) else { return None };
+        Some((Mask::Structured(budget_sized(self.model.structure(), s, budget)), budget))
+    }
+
     /// A job's memory estimate ([`crate::job_memory()`]). A client that chooses its width
     /// needs the larger of its score epochs (the whole held window forward and backward, no
     /// weight gradients or optimizer states) and its weight epochs (the budget-sized sub-model).
@@ -269,9 +275,9 @@ impl World {
         let batch = self.trainer.batch_size().unwrap_or(1).min(self.clients[client].samples.max(1));
         let states = self.trainer.optimizer_states();
         let estimate = |m: &Mask| job_memory(self.model.as_ref(), &self.shapes, m, states, batch);
-        match (mask, mask.width_budget()) {
-            (Mask::Structured(s), Some(budget)) => {
-                let weights = estimate(&Mask::Structured(budget_sized(self.model.structure(), s, budget)));
+        match self.width_trained(mask) {
+            Some((sized, budget)) => {
+                let weights = estimate(&sized);
                 let whole = estimate(mask);
                 let scores = JobMemory { gradients: 0.0, optimizer: 0.0, ..whole };
                 if budget.learn && scores.total() > weights.total() { scores } else { weights }

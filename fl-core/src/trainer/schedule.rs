@@ -17,6 +17,7 @@ use tch::{Device, Tensor};
 
 use crate::data::Dataset;
 use crate::rng::Rng;
+use crate::trainer::TrainJob;
 
 /// One client's part of a cohort schedule.
 pub struct ClientPlan<'a> {
@@ -98,6 +99,27 @@ impl BatchSchedule {
     }
 
     /// Steps of the longest job.
+    /// The schedule of the jobs `jobs[order[0]], jobs[order[1]], …` (cohort order, steps
+    /// non-increasing), job `j` making `steps[j]` steps, each drawing from its own stream.
+    pub fn draw_for_jobs(
+        jobs: &mut [TrainJob],
+        order: &[usize],
+        steps: &[usize],
+        batch_size: usize,
+        device: Device,
+    ) -> BatchSchedule {
+        let mut slots: Vec<Option<&mut TrainJob>> = jobs.iter_mut().map(Some).collect();
+        let plans = order
+            .iter()
+            .map(|&j| {
+                let job = slots[j].take().expect("each job once");
+                let samples = job.indices.size()[0] as usize;
+                ClientPlan { indices: &job.indices, samples, steps: steps[j], rng: &mut job.rng }
+            })
+            .collect();
+        BatchSchedule::draw(plans, batch_size, device)
+    }
+
     pub fn total_steps(&self) -> usize {
         self.shapes.len()
     }

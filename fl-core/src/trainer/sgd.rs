@@ -39,7 +39,7 @@ use crate::trainer::decay_gradient::DecayGradient;
 use crate::trainer::distill::DistillConfig;
 use crate::trainer::learned_pull::{LearnedPullConfig, PullControls};
 use crate::trainer::rates::{ClientRates, DelayScaling, LrDecay, Moments, RateConfig, RateTable};
-use crate::trainer::schedule::{BatchSchedule, ClientPlan};
+use crate::trainer::schedule::BatchSchedule;
 use crate::trainer::width_masks::{CohortInputs, WidthMaskConfig, WidthMasks};
 use crate::trainer::{LocalTrainer, PullInfo, PullMerge, TrainJob, TrainOutcome, TrainSession};
 
@@ -589,20 +589,7 @@ impl SgdCohort {
             DecayGradient::new(beta, copied(0), copied(1))
         });
         let noise = CohortNoise::new(order.iter().map(|&j| jobs[j].noise.clone()).collect(), device);
-        let mut slots: Vec<Option<&mut TrainJob>> = jobs.iter_mut().map(Some).collect();
-        let plans = order
-            .iter()
-            .map(|&j| {
-                let job = slots[j].take().expect("each job once");
-                ClientPlan {
-                    indices: &job.indices,
-                    samples: job.indices.size()[0] as usize,
-                    steps: steps[j],
-                    rng: &mut job.rng,
-                }
-            })
-            .collect();
-        let schedule = BatchSchedule::draw(plans, sgd.cfg.batch_size, device);
+        let schedule = BatchSchedule::draw_for_jobs(&mut jobs, &order, &steps, sgd.cfg.batch_size, device);
         let width = match (&sgd.cfg.width_masks, jobs[order[0]].width.is_some()) {
             (Some(cfg), true) => Some(WidthMasks::new(cfg, model.structure(), &mut jobs, &order, sgd.cfg.batch_size)?),
             (None, true) => {

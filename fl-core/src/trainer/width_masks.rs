@@ -30,7 +30,7 @@ use crate::rng::CohortNoise;
 use crate::structure::Structure;
 use crate::trainer::TrainJob;
 use crate::trainer::augment::AugmentConfig;
-use crate::trainer::schedule::{BatchSchedule, ClientPlan};
+use crate::trainer::schedule::BatchSchedule;
 use crate::trainer::sgd::cross_entropy;
 
 /// `[trainer] width_masks`: how a client learns its width mask (Co-S²P's Ê, η̂, λ₁; E1's
@@ -112,6 +112,8 @@ pub(crate) struct WidthMasks {
     /// `[C, units]` per learned group, then per random group.
     learned: Vec<Tensor>,
     random: Vec<Tensor>,
+    /// The random groups' fixed 0/1 masks, `[C, units]`.
+    random_masks: Vec<Tensor>,
     /// Adam's moments of the learned scores.
     moments: Vec<(Tensor, Tensor)>,
     /// The mask epochs' batches, while the scores still have to train.
@@ -168,32 +170,22 @@ impl WidthMasks {
             budget.learned.iter().zip(&unit_params).map(|(&g, &p)| (p * structure.groups[g].units) as f64).sum();
         let learns = budget.learn && !budget.learned.is_empty();
         let schedule = learns.then(|| {
-            let plans = order
-                .iter()
-                .map(|&j| {
-                    let samples = jobs[j].indices.size()[0] as usize;
-                    (j, samples, cfg.epochs * samples.div_ceil(batch_size))
-                })
-                .collect::<Vec<_>>();
-            let mut slots: Vec<Option<&mut TrainJob>> = jobs.iter_mut().map(Some).collect();
-            let plans = plans
-                .into_iter()
-                .map(|(j, samples, steps)| {
-                    let job = slots[j].take().expect("each job once");
-                    ClientPlan { indices: &job.indices, samples, steps, rng: &mut job.rng }
-                })
-                .collect();
-            BatchSchedule::draw(plans, batch_size, device)
+            let steps: Vec<usize> =
+                jobs.iter().map(|j| cfg.epochs * (j.indices.size()[0] as usize).div_ceil(batch_size)).collect();
+            BatchSchedule::draw_for_jobs(jobs, order, &steps, batch_size, device)
         });
         let moments = learned.iter().map(|s| (s.zeros_like(), s.zeros_like())).collect();
+        let ratio = Tensor::from_slice(&ratio).to_kind(Kind::Float).to_device(device);
+        let random_masks = finalize(&[], &[], &random, &ratio).1;
         Ok(WidthMasks {
             cfg: cfg.clone(),
             budget,
             unit_params,
             learned_params,
-            ratio: Tensor::from_slice(&ratio).to_kind(Kind::Float).to_device(device),
+            ratio,
             learned,
             random,
+            random_masks,
             moments,
             schedule,
             prior: order.iter().map(|&j| jobs[j].state.as_ref().map(ParamSet::shallow_clone)).collect(),
@@ -210,8 +202,9 @@ impl WidthMasks {
                     self.step(&schedule, t, cohort, noise)?;
                 }
             }
-            let (learned, random) = finalize(&self.learned, &self.unit_params, &self.random, &self.ratio);
-            let masks: Vec<Tensor> = learned.into_iter().chain(random).collect();
+            let learned = finalize(&self.learned, &self.unit_params, &[], &self.ratio).0;
+            let masks: Vec<Tensor> =
+                learned.into_iter().chain(self.random_masks.iter().map(Tensor::shallow_clone)).collect();
             let groups: Vec<usize> = self.budget.groups().collect();
             self.factors = Some(tensor_factors(cohort.model.structure(), cohort.names, &groups, &masks)?);
         }
@@ -248,8 +241,7 @@ impl WidthMasks {
             })
             .collect();
         let ratio = self.ratio.narrow(0, 0, k);
-        let (_, random) =
-            finalize(&[], &[], &self.random.iter().map(|r| r.narrow(0, 0, k)).collect::<Vec<_>>(), &ratio);
+        let random = self.random_masks.iter().map(|m| m.narrow(0, 0, k));
         let masks: Vec<Tensor> = sampled.iter().map(Tensor::shallow_clone).chain(random).collect();
         let groups: Vec<usize> = self.budget.groups().collect();
         let factors = tensor_factors(model.structure(), names, &groups, &masks)?;

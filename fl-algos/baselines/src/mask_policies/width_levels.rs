@@ -111,7 +111,7 @@ impl WidthConfig {
             .iter()
             .map(|g| {
                 let narrowed = self.groups.is_empty() || self.groups.contains(&g.name);
-                narrowed.then(|| ((g.units as f64 * ratio).round() as i64).clamp(1, g.units))
+                narrowed.then(|| g.kept_at(ratio))
             })
             .collect())
     }
