@@ -9,8 +9,10 @@
 //! It also names the user cache (libtorch, datasets), shared with `xtask`, which must not
 //! depend on libtorch itself.
 
+mod cuda_graphs;
 mod paths;
 
+pub use cuda_graphs::{CUDA_CRT_VERSION, compile_cuda_graphs, cuda_crt_dir};
 pub use paths::{cache_dir, data_dir};
 
 use std::path::PathBuf;
@@ -35,7 +37,7 @@ pub fn link_libtorch() {
     }
 }
 
-fn libtorch_lib_dir() -> Option<PathBuf> {
+pub(crate) fn libtorch_lib_dir() -> Option<PathBuf> {
     if let Some(lib) = std::env::var_os("LIBTORCH_LIB") {
         return Some(PathBuf::from(lib).join("lib"));
     }

@@ -112,6 +112,16 @@ pub struct CohortNoise {
     widest: i64,
     /// Noise of draws `[first, first + len)`, `[len, C, width]` on the device.
     block: Option<NoiseBlock>,
+    /// Draws counted on the device ([`CohortNoise::count_on_device`]).
+    on_device: Option<DeviceDraws>,
+}
+
+/// The keys of draws `[first, first + len)`, `[len, C, 1]` int32, and the next draw's offset
+/// from `first`, int64 `[1]`, both on the device.
+#[derive(Debug)]
+struct DeviceDraws {
+    keys: Tensor,
+    next: Tensor,
 }
 
 #[derive(Debug)]
@@ -135,7 +145,27 @@ fn block_elements(device: Device) -> i64 {
 impl CohortNoise {
     /// The noise of clients drawing from `streams`, in cohort order, on `device`.
     pub fn new(streams: Vec<TensorNoise>, device: Device) -> Self {
-        CohortNoise { streams, device, draws: 0, widest: 0, block: None }
+        CohortNoise { streams, device, draws: 0, widest: 0, block: None, on_device: None }
+    }
+
+    /// Draws made so far, as the host counts them: exact until [`CohortNoise::count_on_device`].
+    pub fn draws(&self) -> u64 {
+        self.draws
+    }
+
+    /// From the next draw on, reads each draw's keys at a counter kept on the device and
+    /// advances the counter there, so that a step captured as a CUDA graph draws fresh noise at
+    /// every replay; each draw then hashes its own noise (a replay launches it at no cost). The
+    /// keys of the next `draws` draws go to the device now: a replay past them fails on the
+    /// device, and the host count no longer follows replays.
+    pub fn count_on_device(&mut self, draws: u64) {
+        let first = self.draws;
+        let clients = self.streams.len() as i64;
+        let keys: Vec<i32> = (first..first + draws).flat_map(|d| self.streams.iter().map(move |s| s.key(d))).collect();
+        let keys = Tensor::from_slice(&keys).reshape([draws as i64, clients, 1]).to_device(self.device);
+        let next = Tensor::zeros([1], (Kind::Int64, self.device));
+        self.block = None;
+        self.on_device = Some(DeviceDraws { keys, next });
     }
 
     /// Uniform floats in [0, 1) of shape `[k, ...]`: row `c` from client `c`'s stream, for
@@ -150,6 +180,11 @@ impl CohortNoise {
         let draw = self.draws;
         self.draws += 1;
         let n: i64 = shape[1..].iter().product();
+        if let Some(d) = &mut self.on_device {
+            let keys = d.keys.index_select(0, &d.next).squeeze_dim(0).narrow(0, 0, k);
+            let _ = d.next.g_add_scalar_(1);
+            return keyed_uniform(&keys, n, self.device).reshape(shape);
+        }
         self.widest = self.widest.max(n);
         let covered = self.block.as_ref().is_some_and(|b| draw >= b.first && draw < b.first + b.len && n <= b.width);
         if !covered {

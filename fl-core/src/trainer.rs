@@ -14,7 +14,9 @@
 
 mod adan;
 pub mod augment;
+mod captured_steps;
 mod contrastive;
+pub mod cuda_graph;
 mod decay_gradient;
 pub mod distill;
 pub mod learned_pull;

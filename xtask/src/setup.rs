@@ -19,6 +19,9 @@ pub const TORCH_VERSION: &str = "2.11.0";
 pub fn run() -> Result<()> {
     let libtorch = ensure_libtorch()?;
     eprintln!("libtorch: {}", libtorch.display());
+    if let Err(e) = ensure_cuda_crt(&libtorch) {
+        eprintln!("warning: CUDA graphs will not be built ({e:#}); CUDA steps run eagerly");
+    }
     for dataset in ["mnist", "fashion-mnist"] {
         run_cmd(cargo().args(["run", "--release", "--quiet", "-p", "fl-cli", "--", "data", "fetch", dataset]))
             .with_context(|| format!("fetching {dataset}"))?;
@@ -57,12 +60,8 @@ fn install_wheel(site: &Path) -> Result<()> {
     }
     std::fs::create_dir_all(site.parent().expect("cache dir")).context("creating the cache directory")?;
     eprintln!("installing torch=={TORCH_VERSION} (libtorch and its CUDA libraries, ~4.6 GB) into {}", site.display());
-    let python = ["python3", "python"]
-        .into_iter()
-        .find(|p| Command::new(p).arg("--version").output().is_ok_and(|o| o.status.success()))
-        .context("no python3 found: libtorch is installed from the torch wheel with pip; install python3 and pip")?;
     run_cmd(
-        Command::new(python)
+        Command::new(python()?)
             .args(["-m", "pip", "install", "--quiet", "--no-cache-dir", "--disable-pip-version-check"])
             .args(["--root-user-action=ignore", "--target"])
             .arg(&partial)
@@ -83,6 +82,42 @@ fn install_wheel(site: &Path) -> Result<()> {
     std::fs::write(partial.join(".complete"), TORCH_VERSION)?;
     std::fs::rename(&partial, site).with_context(|| format!("moving {} into place", partial.display()))?;
     Ok(())
+}
+
+/// The CUDA compiler's `crt/` headers that `cuda_runtime.h` includes and the torch wheel lacks
+/// (headers only, 0.1 MB), so that fl-core builds its CUDA-graph shim; only beside a CUDA
+/// libtorch.
+fn ensure_cuda_crt(libtorch: &Path) -> Result<()> {
+    let dir = fl_build::cuda_crt_dir();
+    let cuda = libtorch.join("lib/libtorch_cuda.so").exists();
+    if !cuda || dir.join(".complete").exists() {
+        return Ok(());
+    }
+    let partial = PathBuf::from(format!("{}.partial", dir.display()));
+    for stale in [&partial, &dir] {
+        if stale.exists() {
+            std::fs::remove_dir_all(stale).with_context(|| format!("removing {}", stale.display()))?;
+        }
+    }
+    run_cmd(
+        Command::new(python()?)
+            .args(["-m", "pip", "install", "--quiet", "--no-deps", "--disable-pip-version-check"])
+            .args(["--root-user-action=ignore", "--target"])
+            .arg(&partial)
+            .arg(format!("nvidia-cuda-crt=={}", fl_build::CUDA_CRT_VERSION)),
+    )
+    .context("installing the nvidia-cuda-crt headers with pip")?;
+    std::fs::write(partial.join(".complete"), fl_build::CUDA_CRT_VERSION)?;
+    std::fs::rename(&partial, &dir).with_context(|| format!("moving {} into place", partial.display()))?;
+    Ok(())
+}
+
+/// The Python interpreter pip runs under.
+fn python() -> Result<&'static str> {
+    ["python3", "python"]
+        .into_iter()
+        .find(|p| Command::new(p).arg("--version").output().is_ok_and(|o| o.status.success()))
+        .context("no python3 found: libtorch is installed from the torch wheel with pip; install python3 and pip")
 }
 
 /// Points `link` at `target`, replacing a stale link.

@@ -19,6 +19,31 @@ use crate::data::Dataset;
 use crate::rng::Rng;
 use crate::trainer::TrainJob;
 
+/// Step `t` of a cohort as its per-step tables (`[T, ...]`: batches, learning rates) are read:
+/// at `t` from the host, or at a step index kept on the device. A step captured as a CUDA graph
+/// reads the device index, so that each replay reads its own step's rows; the host `t` still
+/// gives the step's shape, which a graph is captured for.
+#[derive(Clone, Copy)]
+pub struct StepAt<'a> {
+    pub t: usize,
+    pub device: Option<&'a Tensor>,
+}
+
+impl StepAt<'_> {
+    /// Step `t`, read at `t`.
+    pub fn host(t: usize) -> StepAt<'static> {
+        StepAt { t, device: None }
+    }
+
+    /// This step's row of `table`.
+    pub fn row(&self, table: &Tensor) -> Tensor {
+        match self.device {
+            Some(index) => table.index_select(0, index).squeeze_dim(0),
+            None => table.get(self.t as i64),
+        }
+    }
+}
+
 /// One client's part of a cohort schedule.
 pub struct ClientPlan<'a> {
     /// The client's sample indices into the training set, on the compute device.
@@ -144,18 +169,18 @@ impl BatchSchedule {
         self.padded[t]
     }
 
-    /// Sample indices `[k, b]` and loss weights `[k, b]` of step `t`.
-    pub fn batch(&self, t: usize) -> (Tensor, Tensor) {
-        let (k, b) = self.shapes[t];
-        let cut = |x: &Tensor| x.get(t as i64).narrow(0, 0, k).narrow(1, 0, b);
+    /// Sample indices `[k, b]` and loss weights `[k, b]` of step `at`.
+    pub fn batch(&self, at: StepAt) -> (Tensor, Tensor) {
+        let (k, b) = self.shapes[at.t];
+        let cut = |x: &Tensor| at.row(x).narrow(0, 0, k).narrow(1, 0, b);
         (cut(&self.indices), cut(&self.weights))
     }
 
     /// Step `t`'s batch of `data`: the clients still training `k`, the batch length `b`, the
     /// inputs `[k, b, ...]`, the labels `[k·b]` and the loss weights `[k, b]`.
-    pub fn inputs(&self, data: &Dataset, t: usize) -> (i64, i64, Tensor, Tensor, Tensor) {
-        let (k, b) = self.shape(t);
-        let (indices, weights) = self.batch(t);
+    pub fn inputs(&self, data: &Dataset, at: StepAt) -> (i64, i64, Tensor, Tensor, Tensor) {
+        let (k, b) = self.shape(at.t);
+        let (indices, weights) = self.batch(at);
         let flat = indices.reshape([-1]);
         let mut x_shape = vec![k, b];
         x_shape.extend(&data.x.size()[1..]);

@@ -39,7 +39,9 @@ use crate::trainer::decay_gradient::DecayGradient;
 use crate::trainer::distill::DistillConfig;
 use crate::trainer::learned_pull::{LearnedPullConfig, PullControls};
 use crate::trainer::rates::{ClientRates, DelayScaling, LrDecay, Moments, RateConfig, RateTable};
-use crate::trainer::schedule::BatchSchedule;
+use crate::trainer::captured_steps::{CapturedSteps, StepShape};
+use crate::trainer::cuda_graph;
+use crate::trainer::schedule::{BatchSchedule, StepAt};
 use crate::trainer::width_masks::{CohortInputs, WidthMaskConfig, WidthMasks};
 use crate::trainer::{LocalTrainer, PullInfo, PullMerge, TrainJob, TrainOutcome, TrainSession};
 
@@ -146,6 +148,11 @@ pub struct SgdConfig {
     /// How a client whose job lets it choose its width learns its mask before its weights
     /// (Co-S²P, [`crate::trainer::width_masks`]); absent: such jobs are refused.
     pub width_masks: Option<WidthMaskConfig>,
+    /// On CUDA, capture each step shape of a cohort once as a CUDA graph and replay it (one
+    /// launch a step instead of a hundred; [`crate::trainer::captured_steps`]), where the
+    /// build has CUDA graphs and the options allow (see [`SgdCohort::graphable`]); default on.
+    /// No effect on CPU.
+    pub cuda_graphs: bool,
 }
 
 impl Default for SgdConfig {
@@ -178,6 +185,7 @@ impl Default for SgdConfig {
             augment: None,
             distill: None,
             width_masks: None,
+            cuda_graphs: true,
         }
     }
 }
@@ -412,11 +420,20 @@ struct SgdCohort {
     schedule: BatchSchedule,
     noise: CohortNoise,
     step: usize,
+    /// The step index on the device, int64 `[1]`, where steps are replayed from CUDA graphs:
+    /// steps read their rows of the per-step tables there and advance it.
+    device_step: Option<Tensor>,
     /// Each client's summed batch losses, `[C]`, read once at the end.
     loss_sum: Tensor,
     /// Weight decay, momentum, 1 − β₁, 1 − β₂ and ε as 0-d tensors on the device, copied there once.
     factors: [Tensor; 5],
 }
+
+/// Largest cohort whose steps are replayed from CUDA graphs. Measured on an H200 (kdd23 MNIST
+/// cells, MLP 784-200-10, batch 128): 10 clients 2.7x faster than eager steps, 80 clients 1.6x,
+/// 670 clients 0.8x (their steps are bound by arithmetic, and the many shapes of clients
+/// dropping out each cost a capture).
+const MAX_GRAPH_CLIENTS: usize = 128;
 
 /// The gradients with any two that share memory made separate: autograd may hand two leaves
 /// views of one buffer (a ViT's position embedding and class token when the batch holds one
@@ -649,6 +666,7 @@ impl SgdCohort {
             schedule,
             noise,
             step: 0,
+            device_step: None,
         })
     }
 
@@ -679,10 +697,63 @@ impl SgdCohort {
         Ok(())
     }
 
+    /// Step `t` as the per-step tables are read (at the device index where steps are replayed).
+    fn at(&self, t: usize) -> StepAt<'_> {
+        StepAt { t, device: self.device_step.as_ref() }
+    }
+
     /// Step `t`'s batch: the clients still training `k`, the batch length `b`, the inputs
     /// `[k, b, ...]`, the labels `[k·b]` and the loss weights `[k, b]`.
     fn batch(&self, t: usize) -> (i64, i64, Tensor, Tensor, Tensor) {
-        self.schedule.inputs(&self.data, t)
+        self.schedule.inputs(&self.data, self.at(t))
+    }
+
+    /// Step `t`'s shape, which a CUDA graph is captured for.
+    fn shape(&self, t: usize) -> StepShape {
+        let (k, b) = self.schedule.shape(t);
+        (k, b, self.schedule.padded(t))
+    }
+
+    /// Whether this cohort's steps can be replayed from CUDA graphs: on CUDA, in a build with
+    /// them, and with options whose steps keep no host state that changes from step to step.
+    /// Early stopping (its epoch ends are host branches), Adan (its first step), the pulled
+    /// model's merge and the options kept per client across steps by host code (FedDyn, MOON,
+    /// ASO-Fed, augmentation, distillation, learned widths) run eagerly.
+    fn graphable(&self) -> bool {
+        self.cfg.cuda_graphs
+            && self.clients() <= MAX_GRAPH_CLIENTS
+            && self.data.x.device().is_cuda()
+            && cuda_graph::available()
+            && self.cfg.optimizer != Optimizer::Adan
+            && self.stopping.is_none()
+            && self.dyn_state.is_none()
+            && self.contrast.is_none()
+            && self.decay.is_none()
+            && self.pull.is_none()
+            && self.width.is_none()
+            && self.cfg.augment.is_none()
+            && self.cfg.distill.is_none()
+    }
+
+    /// Runs steps up to `until` replayed from CUDA graphs: step 0 eagerly, which tells how many
+    /// noise draws a step makes, then every draw and table row read at device counters.
+    fn run_captured(&mut self, until: usize) -> Result<()> {
+        if self.step == 0 {
+            self.device_step = Some(Tensor::zeros([1], (Kind::Int64, self.data.x.device())));
+            let before = self.noise.draws();
+            self.sgd_step(0);
+            self.step = 1;
+            let per_step = self.noise.draws() - before;
+            self.noise.count_on_device(per_step * (self.schedule.total_steps() as u64 - 1));
+        }
+        let shapes = (self.step..self.schedule.total_steps()).map(|t| self.shape(t));
+        let mut steps = CapturedSteps::new(shapes, self.data.x.device().is_cuda());
+        while self.step < until {
+            let t = self.step;
+            steps.run(self.shape(t), || self.sgd_step(t))?;
+            self.step += 1;
+        }
+        Ok(())
     }
 
     /// One lockstep step `t` of the clients still training.
@@ -778,6 +849,9 @@ impl SgdCohort {
         if let Some(stop) = &mut self.stopping {
             stop.after_step(t, k, &batch_loss);
         }
+        if let Some(index) = &mut self.device_step {
+            let _ = index.g_add_scalar_(1);
+        }
     }
 
     /// The loss and the loss gradient of every trainable tensor at the current parameters on
@@ -820,8 +894,10 @@ impl SgdCohort {
     /// momentum buffer.
     fn update(&mut self, t: usize, k: i64, grads: Vec<Tensor>) {
         let [decay, momentum, one_minus_b1, one_minus_b2, eps] = &self.factors;
-        let whole = k as usize == self.clients();
-        let row = |table: &Tensor| table.get(t as i64).narrow(0, 0, k);
+        // A replayed step must keep writing into the same velocity tensors.
+        let whole = k as usize == self.clients() && self.device_step.is_none();
+        let at = self.at(t);
+        let row = |table: &Tensor| at.row(table).narrow(0, 0, k);
         let mut step = row(&self.rates.step);
         if let Some(stop) = &self.stopping {
             step = step * stop.active.narrow(0, 0, k);
@@ -973,6 +1049,9 @@ impl TrainSession for SgdCohort {
         if self.step == 0 && until > 0 {
             self.apply_width_masks()?;
         }
+        if until > self.step && self.graphable() {
+            return self.run_captured(until);
+        }
         while self.step < until {
             self.sgd_step(self.step);
             self.step += 1;
@@ -1088,5 +1167,100 @@ impl TrainSession for SgdCohort {
             });
         }
         Ok(outcomes.into_iter().map(|o| o.expect("every slot filled")).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Mode;
+    use crate::rng::{self, Rng, TensorNoise};
+    use crate::structure::{Structure, TensorSpec};
+    use crate::testing::tiny_dataset;
+
+    /// `logits = dropout(x) Wᵀ + b`: a model that draws noise at every step.
+    struct DropoutLinear {
+        structure: Structure,
+    }
+
+    impl Model for DropoutLinear {
+        fn structure(&self) -> &Structure {
+            &self.structure
+        }
+
+        fn init(&self, _: &mut Rng) -> ParamSet {
+            unreachable!("the jobs bring their parameters")
+        }
+
+        fn features(&self, _body: &[Tensor], x: &Tensor, mode: &mut Mode) -> Tensor {
+            mode.dropout(x, 0.5)
+        }
+
+        fn flops_per_tensor(&self, shapes: &[Vec<i64>]) -> Vec<f64> {
+            vec![0.0; shapes.len()]
+        }
+    }
+
+    /// Three clients of 3, 1 and 2 samples (steps of different counts and padded batches),
+    /// each with its own streams, a mask on `w` for the second.
+    fn jobs() -> Vec<TrainJob> {
+        let data = tiny_dataset();
+        let t = |name: &str, shape: Vec<i64>| TensorSpec::new(name, shape);
+        let model: Arc<dyn Model> =
+            Arc::new(DropoutLinear { structure: Structure { tensors: vec![t("w", vec![2, 2]), t("b", vec![2])], groups: vec![] } });
+        let samples: [&[i64]; 3] = [&[0, 1, 2], &[3], &[4, 5]];
+        samples
+            .iter()
+            .enumerate()
+            .map(|(c, idx)| {
+                let w = Tensor::from_slice(&[0.5f32, -0.25, 0.1, 0.3]).reshape([2, 2]) * (c as f64 + 1.0);
+                let params = ParamSet::new(vec!["w".into(), "b".into()], vec![w, Tensor::from_slice(&[0.0f32, 0.1])]).unwrap();
+                let mask = Tensor::from_slice(&[1.0f32, 0.0, 1.0, 1.0]).reshape([2, 2]);
+                TrainJob {
+                    model: Arc::clone(&model),
+                    params,
+                    grad_mask: (c == 1).then(|| vec![Some(mask), None]),
+                    frozen: Vec::new(),
+                    indices: Tensor::from_slice(idx),
+                    data: data.shallow_clone(),
+                    rng: rng::stream(3, &[c as u64]),
+                    noise: TensorNoise::new(rng::derive_seed(3, &[c as u64, 1])),
+                    version: 0,
+                    delay: c as f64,
+                    width: None,
+                    state: None,
+                }
+            })
+            .collect()
+    }
+
+    /// The steps a CUDA graph replays read their step's rows and noise at device counters
+    /// and update in place: run that way (eagerly, here on CPU), a cohort trains exactly what
+    /// it trains with host indices.
+    #[test]
+    fn device_indexed_steps_train_what_host_indexed_steps_train() {
+        let configs = [
+            SgdConfig { momentum: 0.9, weight_decay: 0.01, prox_mu: 0.1, ..SgdConfig::default() },
+            SgdConfig { optimizer: Optimizer::Adam, lr: 0.01, momentum: 0.0, ..SgdConfig::default() },
+            SgdConfig { momentum: 0.5, reset_each_epoch: true, lr_decay: LrDecay::InvSqrtEpoch, delay_alpha: 0.5, ..SgdConfig::default() },
+        ];
+        for cfg in configs {
+            let sgd = Sgd::new(SgdConfig { batch_size: 2, epochs: 3, ..cfg });
+            let mut host = SgdCohort::new(&sgd, jobs()).unwrap();
+            host.run_until(1.0).unwrap();
+            let mut device = SgdCohort::new(&sgd, jobs()).unwrap();
+            let total = device.schedule.total_steps();
+            assert_eq!(total, 6, "3 epochs of 2 batches for the longest job");
+            device.run_captured(total).unwrap();
+            assert!(device.device_step.is_some(), "the device-indexed path ran");
+            assert_eq!(i64::try_from(device.device_step.as_ref().unwrap()).unwrap(), total as i64);
+            let (a, b) = (Box::new(host).finish().unwrap(), Box::new(device).finish().unwrap());
+            for (x, y) in a.iter().zip(&b) {
+                assert!(x.params.equal(&y.params), "{:?}: {:?} against {:?}", sgd.cfg.optimizer, x.params, y.params);
+                assert_eq!(x.mean_loss, y.mean_loss);
+                assert_eq!(x.steps, y.steps);
+            }
+            assert!(!a[0].params.equal(&jobs().remove(0).params), "training moved the model");
+        }
     }
 }

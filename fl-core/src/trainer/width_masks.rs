@@ -30,7 +30,7 @@ use crate::rng::CohortNoise;
 use crate::structure::Structure;
 use crate::trainer::TrainJob;
 use crate::trainer::augment::AugmentConfig;
-use crate::trainer::schedule::BatchSchedule;
+use crate::trainer::schedule::{BatchSchedule, StepAt};
 use crate::trainer::sgd::cross_entropy;
 
 /// `[trainer] width_masks`: how a client learns its width mask (Co-S²P's Ê, η̂, λ₁; E1's
@@ -225,7 +225,7 @@ impl WidthMasks {
         noise: &mut CohortNoise,
     ) -> Result<()> {
         let CohortInputs { model, names, params, data, augment } = *cohort;
-        let (k, _, x, y, weights) = schedule.inputs(data, t);
+        let (k, _, x, y, weights) = schedule.inputs(data, StepAt::host(t));
         let x = match augment {
             Some(augment) => augment.apply(&x, noise),
             None => x,
