@@ -1,16 +1,26 @@
 #!/bin/bash
 # The GPU figures of README's "Packs of runs" table, on a machine with a CUDA libtorch and
 # MNIST in $FL_DATA_DIR, from the repository root:
-#   fl-bench/scripts/gpu_checks.sh FL_BINARY PACK_DIR [SECONDS]
+#   fl-bench/scripts/gpu_checks.sh FL_BINARY PACK_DIR [SECONDS] [CELL_TOML]
 # PACK_DIR holds prepared run directories (each with an experiment.toml), for example the
 # kdd23 full MNIST column from
 #   cargo xtask reproduce kdd23 --scale full --only mnist --emit slurm DIR --out OUT
 # (DIR/experiments/<i>.toml copied to PACK_DIR/<i>/experiment.toml). Prints the quickstart's
 # wall time on CUDA and on CPU, then runs PACK_DIR as one pack for at most SECONDS (default
-# 320) and prints how many rounds each run reached and the GPU's utilisation meanwhile. The
+# 320) and prints how many rounds each run reached and the GPU's utilisation meanwhile. With
+# CELL_TOML (one run's experiment, say the kdd23 cell with its rounds cut to 40), it first runs
+# that alone with CUDA graphs and without ([trainer] cuda_graphs = false) and prints both. The
 # end-to-end ratios are `cargo xtask bench` (or its end_to_end binary with FL_BENCH_DIR set).
 set -u
-fl=$1 dir=$2 seconds=${3:-320}
+fl=$1 dir=$2 seconds=${3:-320} cell=${4:-}
+if [ -n "$cell" ]; then
+    eager=$(mktemp --suffix=-eager.toml)
+    sed '/^\[trainer\]/a cuda_graphs = false' "$cell" > "$eager"
+    for toml in "$cell" "$eager"; do
+        out=$(mktemp -d)
+        echo "cell $(basename "$toml"): $("$fl" run "$toml" --out "$out" --device cuda --workers 1 --quiet | head -1)"
+    done
+fi
 for device in cuda cpu; do
     out=$(mktemp -d)
     echo "quickstart $device: $("$fl" run experiments/quickstart.toml --out "$out" --device "$device" --quiet | head -1)"

@@ -54,17 +54,20 @@ pub fn compile_cuda_graphs(source: &str) -> bool {
         );
         return false;
     };
-    cc::Build::new()
+    let built = cc::Build::new()
         .cpp(true)
         .std("c++17")
         .file(source)
         .define("_GLIBCXX_USE_CXX11_ABI", "1")
         .include(&include)
-        .include(include.join("torch/csrc/api/include"))
         .include(runtime)
         .include(crt)
         .warnings(false)
-        .compile("fl_cuda_graph");
+        .try_compile("fl_cuda_graph");
+    if let Err(e) = built {
+        println!("cargo:warning=CUDA graphs not built ({e}); CUDA steps run eagerly");
+        return false;
+    }
     println!("cargo:rustc-link-search=native={}", lib.display());
     for dylib in ["torch_cuda", "c10_cuda", "c10"] {
         println!("cargo:rustc-link-lib=dylib={dylib}");
