@@ -173,6 +173,13 @@ pub trait Model: Send + Sync {
             .map(|(s, f)| if s.len() >= 2 && s[0] > 0 { f / (2.0 * s[0] as f64) } else { 0.0 })
             .collect()
     }
+
+    /// Whether a training step of this model may be captured once as a CUDA graph and replayed
+    /// ([`crate::trainer::sgd::SgdConfig::cuda_graphs`]): its forward pass must read nothing
+    /// from host memory and no host value that changes between steps. Default yes.
+    fn replayable(&self) -> bool {
+        true
+    }
 }
 
 /// `x Wᵀ + b` per client: `x` `[C, B, in]`, `w` `[C, out, in]`, `b` `[C, out]` → `[C, B, out]`,

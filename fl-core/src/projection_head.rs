@@ -85,6 +85,10 @@ impl Model for ProjectionHead {
         &self.structure
     }
 
+    fn replayable(&self) -> bool {
+        self.base.replayable()
+    }
+
     fn init(&self, rng: &mut Rng) -> ParamSet {
         let base = self.base.init(rng);
         let body = base.tensors().len() - 2;

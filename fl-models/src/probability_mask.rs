@@ -130,6 +130,11 @@ impl Model for ProbabilityMask {
         self.base.structure()
     }
 
+    /// No: each forward pass copies the frozen weights from the host.
+    fn replayable(&self) -> bool {
+        false
+    }
+
     /// Scores `logit(initial_probability)` for the trained tensors, the base network's fresh
     /// buffers; draws nothing (the frozen weights come from `weights_seed`).
     fn init(&self, _rng: &mut Rng) -> ParamSet {

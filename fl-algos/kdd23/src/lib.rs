@@ -24,6 +24,7 @@ mod ram_fed;
 mod region_policy;
 mod regions;
 mod top_magnitude;
+mod units;
 
 pub use levels::{FirstRound, Level, LevelRule, MixDraw};
 pub use oap_aggregator::ZeroUncoveredConfig;

@@ -20,6 +20,7 @@ use smart_default::SmartDefault;
 use crate::levels::{FirstRound, Level, LevelDraw, LevelRule, MixDraw};
 use crate::maskable::tensor_indices;
 use crate::regions::{Granularity, PartitionKind, argsort_regions, random_regions, region_mask};
+use crate::units;
 
 /// Which regions a client trains, once the level fixes how many.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -47,7 +48,8 @@ pub struct RegionPolicyConfig {
     /// How a tensor's elements are assigned to regions.
     #[default(PartitionKind::StaticRandom)]
     pub partition: PartitionKind,
-    /// What a region is made of: single elements, or output units (rows).
+    /// What a region is made of: single elements, output units (rows), or the model's units
+    /// (heads, neurons, channels) in all their slices.
     #[default(Granularity::Element)]
     pub granularity: Granularity,
     /// How much a client trains: everything, L, S, a mix of L and S, or by capability.
@@ -124,7 +126,7 @@ impl Validate for RegionPolicyConfig {
                 return Err(InvalidKey::new("assignments", format!("typep ids are 1..=15, got {bad}")));
             }
         }
-        if self.granularity == Granularity::Neuron && self.partition == PartitionKind::CodeArgsort {
+        if self.granularity != Granularity::Element && self.partition == PartitionKind::CodeArgsort {
             return Err(InvalidKey::new(
                 "granularity",
                 "code-argsort partitions elements; use granularity = \"element\"",
@@ -206,11 +208,21 @@ impl RegionPolicy {
     /// Fails, before anything is drawn or recorded, where K exceeds the units of a maskable
     /// tensor: regions would be empty, and the per-region bookkeeping would grow with K.
     fn check_regions(&self, ctx: &MaskCtx) -> Result<()> {
+        if self.cfg.granularity == Granularity::Unit {
+            units::require_groups("region-partition", ctx.structure)?;
+            if let Some(g) = ctx.structure.groups.iter().find(|g| g.units < self.cfg.regions) {
+                return Err(Error::Key(InvalidKey::new(
+                    "mask.regions",
+                    format!("{} regions cannot split the units of `{}`: it has {}", self.cfg.regions, g.name, g.units),
+                )));
+            }
+            return Ok(());
+        }
         for t in tensor_indices("region-partition", &self.cfg.tensors, ctx.structure)? {
             let shape = &ctx.global.shapes()[t];
             let (units, what) = match self.cfg.granularity {
                 Granularity::Element => (shape.iter().product::<i64>(), "elements"),
-                Granularity::Neuron => (shape.first().copied().unwrap_or(1), "rows"),
+                Granularity::Neuron | Granularity::Unit => (shape.first().copied().unwrap_or(1), "rows"),
             };
             if self.cfg.regions > units {
                 let name = &ctx.structure.tensors[t].name;
@@ -231,7 +243,12 @@ impl RegionPolicy {
             (Some(_), PartitionKind::StaticRandom) => false,
             (Some((r, _)), _) => *r != round,
         };
-        if stale {
+        if stale && self.cfg.granularity == Granularity::Unit {
+            let shapes = ctx.global.shapes();
+            let device = ctx.global.tensors()[0].device();
+            let ids = units::unit_regions(ctx.structure, &shapes, self.cfg.regions, ctx.rng, device);
+            self.partition = Some((round, ids));
+        } else if stale {
             let mut ids = Vec::with_capacity(self.cfg.tensors.len());
             for t in tensor_indices("region-partition", &self.cfg.tensors, ctx.structure)? {
                 let w = &ctx.global.tensors()[t];
@@ -261,7 +278,7 @@ impl MaskPolicy for RegionPolicy {
         let ids = self.partition(ctx)?;
         let mut masks: Vec<Option<Tensor>> = (0..tensors).map(|_| None).collect();
         for (t, regions) in ids {
-            masks[*t] = Some(region_mask(regions, &chosen));
+            units::combine(&mut masks, *t, region_mask(regions, &chosen));
         }
         Ok(Mask::Elementwise(masks))
     }

@@ -30,6 +30,9 @@ pub enum Granularity {
     Element,
     /// Output units: rows of the tensor (the paper's "neuron regions").
     Neuron,
+    /// Whole units of the model's unit groups (heads, neurons, channels) in every slice they
+    /// own ([`crate::units`]); `tensors` is not read: every group's members are maskable.
+    Unit,
 }
 
 /// Region ids `0..k` for `units` units, balanced (sizes differ by at most one) and shuffled.
@@ -46,7 +49,7 @@ pub fn random_regions(shape: &[i64], k: i64, granularity: Granularity, rng: &mut
             let n: i64 = shape.iter().product();
             Tensor::from_slice(&balanced_random(n, k, rng)).reshape(shape).to_device(device)
         }
-        Granularity::Neuron => {
+        Granularity::Neuron | Granularity::Unit => {
             let rows = Tensor::from_slice(&balanced_random(shape[0], k, rng)).to_device(device);
             let mut view = vec![1; shape.len()];
             view[0] = shape[0];

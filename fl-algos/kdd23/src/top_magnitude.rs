@@ -15,6 +15,8 @@ use smart_default::SmartDefault;
 
 use crate::levels::{FirstRound, Level, LevelDraw, LevelRule, MixDraw};
 use crate::maskable::tensor_indices;
+use crate::regions::Granularity;
+use crate::units;
 
 /// What ranks the parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -58,6 +60,11 @@ pub struct TopMagnitudeConfig {
     /// What ranks the parameters: |θ| or the squared last update.
     #[default(Importance::Magnitude)]
     pub importance: Importance,
+    /// What is kept or masked: single entries of `tensors` (the KDD'23 runs), or the model's
+    /// units (heads, neurons, channels), ranked by their entries' summed importance, the top ρ
+    /// of every unit group (`tensors` is then not read; `neuron` is not offered).
+    #[default(Granularity::Element)]
+    pub granularity: Granularity,
 }
 
 impl TopMagnitudeConfig {
@@ -81,6 +88,9 @@ impl Validate for TopMagnitudeConfig {
         self.level_rule().validate()?;
         if self.tensors.is_empty() {
             return Err(InvalidKey::new("tensors", "name at least one maskable tensor"));
+        }
+        if self.granularity == Granularity::Neuron {
+            return Err(InvalidKey::new("granularity", "expected \"element\" or \"unit\""));
         }
         Ok(())
     }
@@ -107,20 +117,39 @@ impl TopMagnitude {
     }
 
     fn compute(&mut self, ctx: &MaskCtx) -> Result<RoundMasks> {
-        let indices = tensor_indices("top-magnitude", &self.cfg.tensors, ctx.structure)?;
+        let by_unit = self.cfg.granularity == Granularity::Unit;
+        let indices: Vec<usize> = if by_unit {
+            units::require_groups("top-magnitude", ctx.structure)?;
+            let mut members: Vec<usize> =
+                ctx.structure.groups.iter().flat_map(|g| g.members.iter().map(|m| m.tensor)).collect();
+            members.sort_unstable();
+            members.dedup();
+            members
+        } else {
+            tensor_indices("top-magnitude", &self.cfg.tensors, ctx.structure)?
+        };
         let tensors = ctx.structure.tensors.len();
-        let (mut l, mut s): (Vec<Option<Tensor>>, Vec<Option<Tensor>>) =
-            ((0..tensors).map(|_| None).collect(), (0..tensors).map(|_| None).collect());
         let previous = self.previous.as_ref().filter(|(v, _)| *v < ctx.version).map(|(_, p)| p);
-        for &t in &indices {
-            let w = &ctx.global.tensors()[t];
-            let score = match (self.cfg.importance, previous) {
-                (Importance::GradSq, Some(p)) => (w - &p[t]).square(),
-                _ => w.abs(),
-            };
-            l[t] = Some(top_fraction(&score, self.cfg.l_fraction));
-            s[t] = Some(top_fraction(&score, self.cfg.s_fraction));
-        }
+        let scores: Vec<Tensor> = (0..tensors)
+            .map(|t| {
+                let w = &ctx.global.tensors()[t];
+                match (indices.contains(&t), self.cfg.importance, previous) {
+                    (false, _, _) => Tensor::new(),
+                    (true, Importance::GradSq, Some(p)) => (w - &p[t]).square(),
+                    (true, _, _) => w.abs(),
+                }
+            })
+            .collect();
+        let (l, s) = if by_unit {
+            let structure = ctx.structure;
+            (
+                units::top_units(structure, &scores, self.cfg.l_fraction),
+                units::top_units(structure, &scores, self.cfg.s_fraction),
+            )
+        } else {
+            let top = |fraction| scores.iter().map(|s| s.defined().then(|| top_fraction(s, fraction))).collect();
+            (top(self.cfg.l_fraction), top(self.cfg.s_fraction))
+        };
         if self.cfg.importance == Importance::GradSq {
             let w = ctx.global.tensors();
             let snapshot = (0..tensors).map(|t| if indices.contains(&t) { w[t].copy() } else { Tensor::new() });

@@ -5,9 +5,10 @@
 
 mod common;
 
-use common::{fc1_share, global, round_masks, round_masks_on, structure};
+use common::{fc1_share, global, kept_neurons, round_masks, round_masks_on, structure, structure_with_neurons};
 use fl_algo_kdd23::{
-    Importance, Level, PartitionKind, RegionChoice, RegionPolicy, RegionPolicyConfig, TopMagnitude, TopMagnitudeConfig,
+    Granularity, Importance, Level, PartitionKind, RegionChoice, RegionPolicy, RegionPolicyConfig, TopMagnitude,
+    TopMagnitudeConfig,
 };
 use fl_core::rng;
 use fl_core::tch::{Kind, Tensor};
@@ -163,4 +164,43 @@ fn by_capability_puts_the_strong_clients_at_l_in_every_round() {
 fn by_capability_needs_a_share_of_the_fastest() {
     let cfg = TopMagnitudeConfig { level: Level::ByCapability, l_min_of_fastest: 1.5, ..Default::default() };
     assert_eq!(cfg.validate().unwrap_err().key, "l_min_of_fastest");
+}
+
+#[test]
+fn prunefl_on_units_keeps_the_neurons_with_the_largest_summed_magnitude() {
+    // Neuron n's summed |w| over its fc1 row (10 entries), bias and fc2 column (2 entries):
+    // rows of n + 1, a bias of 100 for neuron 0 and an fc2 column of 50 for neuron 1.
+    let s = structure_with_neurons();
+    let rows = Tensor::arange(8, fl_core::tch::kind::FLOAT_CPU).unsqueeze(1).expand([8, 10], false) + 1.0;
+    let bias = Tensor::from_slice(&[100f32, 0., 0., 0., 0., 0., 0., 0.]);
+    let fc2 = Tensor::from_slice(&[0f32, 50., 0., 0., 0., 0., 0., 0.]).unsqueeze(0).expand([2, 8], false).contiguous();
+    let g = ParamSet::new(s.names(), vec![rows.contiguous(), bias, fc2]).unwrap();
+    // Sums: 110, 102, 30, 40, 50, 60, 70, 80.
+    let cfg = TopMagnitudeConfig { level: Level::S, granularity: Granularity::Unit, ..Default::default() };
+    cfg.validate().unwrap();
+    let mut p = TopMagnitude::new(cfg);
+    let mut rng = rng::stream(11, &[0]);
+    let masks = round_masks(&mut p, &s, &g, 1, 3, &mut rng);
+    for m in &masks {
+        assert_eq!(kept_neurons(m), vec![true, true, false, false, false, false, false, false], "S: the top quarter");
+    }
+    let bad = TopMagnitudeConfig { granularity: Granularity::Neuron, ..Default::default() };
+    assert!(bad.validate().unwrap_err().to_string().contains("granularity"));
+    let mut no_groups = TopMagnitude::new(TopMagnitudeConfig { granularity: Granularity::Unit, ..Default::default() });
+    let plain = structure();
+    let err = fl_core::MaskPolicy::mask(
+        &mut no_groups,
+        &mut fl_core::MaskCtx {
+            client: 0,
+            profiles: &fl_core::testing::profiles(&[1.0]),
+            version: 1,
+            choice: None,
+            structure: &plain,
+            global: &global(&plain),
+            client_state: None,
+            rng: &mut rng,
+        },
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("unit groups"), "{err}");
 }

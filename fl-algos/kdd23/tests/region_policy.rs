@@ -6,7 +6,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{fc1_share, global, round_masks, structure};
+use common::{fc1_share, global, kept_neurons, round_masks, structure, structure_with_neurons};
 use fl_algo_kdd23::{Granularity, Level, MixDraw, PartitionKind, RegionPolicy, RegionPolicyConfig};
 use fl_core::rng::{self, TensorNoise};
 use fl_core::tch::Tensor;
@@ -196,4 +196,39 @@ fn masked_local_training_keeps_masked_weights_at_zero() {
         }
     }
     assert!(w.iter().zip(&keep).any(|(wi, ki)| *ki == 1.0 && *wi != 0.0), "the kept weight trained");
+}
+
+#[test]
+fn ram_fed_regions_on_units_mask_whole_neurons_at_the_levels_share() {
+    let s = structure_with_neurons();
+    let g = global(&s);
+    for (level, kept) in [(Level::L, 4), (Level::S, 2)] {
+        let cfg =
+            RegionPolicyConfig { level, granularity: Granularity::Unit, non_cover_every: 0, ..Default::default() };
+        cfg.validate().unwrap();
+        let mut p = RegionPolicy::new(cfg);
+        let mut rng = rng::stream(12, &[0]);
+        let masks = round_masks(&mut p, &s, &g, 1, 6, &mut rng);
+        let kept_sets: Vec<Vec<bool>> = masks.iter().map(kept_neurons).collect();
+        assert!(kept_sets.iter().all(|k| k.iter().filter(|&&x| x).count() == kept), "{level:?}: {kept_sets:?}");
+        assert!(kept_sets.iter().any(|k| k != &kept_sets[0]), "clients draw their own regions");
+    }
+    let too_many = RegionPolicyConfig { regions: 9, granularity: Granularity::Unit, ..Default::default() };
+    let mut p = RegionPolicy::new(too_many);
+    let mut rng = rng::stream(12, &[1]);
+    let err = fl_core::MaskPolicy::mask(
+        &mut p,
+        &mut fl_core::MaskCtx {
+            client: 0,
+            profiles: &fl_core::testing::profiles(&[1.0]),
+            version: 1,
+            choice: None,
+            structure: &s,
+            global: &g,
+            client_state: None,
+            rng: &mut rng,
+        },
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("9 regions cannot split the units of `fc1`: it has 8"), "{err}");
 }

@@ -43,7 +43,8 @@ impl CapturedSteps {
     /// well where enough steps of its shape remain. `step` must read what changes between
     /// steps from the device and write its results in place.
     pub(crate) fn run(&mut self, shape: StepShape, mut step: impl FnMut()) -> Result<()> {
-        let remaining = self.remaining.get_mut(&shape).map_or(0, |left| std::mem::replace(left, left.saturating_sub(1)));
+        let remaining =
+            self.remaining.get_mut(&shape).map_or(0, |left| std::mem::replace(left, left.saturating_sub(1)));
         if let Some(graph) = self.graphs.get(&shape) {
             return graph.replay();
         }

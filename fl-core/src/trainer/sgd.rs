@@ -34,13 +34,13 @@ use crate::rng::CohortNoise;
 use crate::split::SplitConfig;
 use crate::trainer::adan::AdanMoments;
 use crate::trainer::augment::AugmentConfig;
+use crate::trainer::captured_steps::{CapturedSteps, StepShape};
 use crate::trainer::contrastive::Contrast;
+use crate::trainer::cuda_graph;
 use crate::trainer::decay_gradient::DecayGradient;
 use crate::trainer::distill::DistillConfig;
 use crate::trainer::learned_pull::{LearnedPullConfig, PullControls};
 use crate::trainer::rates::{ClientRates, DelayScaling, LrDecay, Moments, RateConfig, RateTable};
-use crate::trainer::captured_steps::{CapturedSteps, StepShape};
-use crate::trainer::cuda_graph;
 use crate::trainer::schedule::{BatchSchedule, StepAt};
 use crate::trainer::width_masks::{CohortInputs, WidthMaskConfig, WidthMasks};
 use crate::trainer::{LocalTrainer, PullInfo, PullMerge, TrainJob, TrainOutcome, TrainSession};
@@ -721,7 +721,8 @@ impl SgdCohort {
     }
 
     /// Whether this cohort's steps can be replayed from CUDA graphs: on CUDA, in a build with
-    /// them, and with options whose steps keep no host state that changes from step to step.
+    /// them, for a model whose forward pass reads nothing from the host ([`Model::replayable`]),
+    /// and with options whose steps keep no host state that changes from step to step.
     /// Early stopping (its epoch ends are host branches), Adan (its first step), the pulled
     /// model's merge and the options kept per client across steps by host code (FedDyn, MOON,
     /// ASO-Fed, augmentation, distillation, learned widths) run eagerly.
@@ -730,6 +731,7 @@ impl SgdCohort {
             && self.clients() <= MAX_GRAPH_CLIENTS
             && self.data.x.device().is_cuda()
             && cuda_graph::available()
+            && self.model.replayable()
             && self.cfg.optimizer != Optimizer::Adan
             && self.stopping.is_none()
             && self.dyn_state.is_none()
@@ -1212,15 +1214,17 @@ mod tests {
     fn jobs() -> Vec<TrainJob> {
         let data = tiny_dataset();
         let t = |name: &str, shape: Vec<i64>| TensorSpec::new(name, shape);
-        let model: Arc<dyn Model> =
-            Arc::new(DropoutLinear { structure: Structure { tensors: vec![t("w", vec![2, 2]), t("b", vec![2])], groups: vec![] } });
+        let model: Arc<dyn Model> = Arc::new(DropoutLinear {
+            structure: Structure { tensors: vec![t("w", vec![2, 2]), t("b", vec![2])], groups: vec![] },
+        });
         let samples: [&[i64]; 3] = [&[0, 1, 2], &[3], &[4, 5]];
         samples
             .iter()
             .enumerate()
             .map(|(c, idx)| {
                 let w = Tensor::from_slice(&[0.5f32, -0.25, 0.1, 0.3]).reshape([2, 2]) * (c as f64 + 1.0);
-                let params = ParamSet::new(vec!["w".into(), "b".into()], vec![w, Tensor::from_slice(&[0.0f32, 0.1])]).unwrap();
+                let params =
+                    ParamSet::new(vec!["w".into(), "b".into()], vec![w, Tensor::from_slice(&[0.0f32, 0.1])]).unwrap();
                 let mask = Tensor::from_slice(&[1.0f32, 0.0, 1.0, 1.0]).reshape([2, 2]);
                 TrainJob {
                     model: Arc::clone(&model),
@@ -1248,7 +1252,13 @@ mod tests {
         let configs = [
             SgdConfig { momentum: 0.9, weight_decay: 0.01, prox_mu: 0.1, ..SgdConfig::default() },
             SgdConfig { optimizer: Optimizer::Adam, lr: 0.01, momentum: 0.0, ..SgdConfig::default() },
-            SgdConfig { momentum: 0.5, reset_each_epoch: true, lr_decay: LrDecay::InvSqrtEpoch, delay_alpha: 0.5, ..SgdConfig::default() },
+            SgdConfig {
+                momentum: 0.5,
+                reset_each_epoch: true,
+                lr_decay: LrDecay::InvSqrtEpoch,
+                delay_alpha: 0.5,
+                ..SgdConfig::default()
+            },
         ];
         for cfg in configs {
             let sgd = Sgd::new(SgdConfig { batch_size: 2, epochs: 3, ..cfg });

@@ -13,6 +13,34 @@ pub fn structure() -> Structure {
     }
 }
 
+/// [`structure`] with its 8 hidden neurons as a unit group (fc1's rows and bias, fc2's columns).
+pub fn structure_with_neurons() -> Structure {
+    let member = |tensor, dim| fl_core::UnitMember { tensor, dim, block: 1 };
+    Structure {
+        groups: vec![fl_core::UnitGroup {
+            name: "fc1".into(),
+            units: 8,
+            members: vec![member(0, 0), member(1, 0), member(2, 1)],
+        }],
+        ..structure()
+    }
+}
+
+/// Per unit-granular mask: the neurons it keeps, after checking every slice of a neuron agrees.
+pub fn kept_neurons(m: &Mask) -> Vec<bool> {
+    let Mask::Elementwise(ts) = m else { panic!("expected an elementwise mask, got {m:?}") };
+    let (fc1, bias, fc2) = (ts[0].as_ref().unwrap(), ts[1].as_ref().unwrap(), ts[2].as_ref().unwrap());
+    (0..8)
+        .map(|n| {
+            let row = fc1.get(n).mean(Kind::Double).double_value(&[]);
+            assert!(row == 0.0 || row == 1.0, "neuron {n}: its row is all kept or all masked");
+            assert_eq!(bias.double_value(&[n]), row, "neuron {n}: bias as its row");
+            assert_eq!(fc2.select(1, n).mean(Kind::Double).double_value(&[]), row, "neuron {n}: fc2 column as its row");
+            row == 1.0
+        })
+        .collect()
+}
+
 pub fn global(s: &Structure) -> ParamSet {
     let tensors = s.tensors.iter().map(|t| Tensor::randn(&t.shape[..], fl_core::tch::kind::FLOAT_CPU)).collect();
     ParamSet::new(s.names(), tensors).unwrap()
