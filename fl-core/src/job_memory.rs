@@ -12,7 +12,7 @@
 //! one reads it), the data batch and libtorch's workspace; for the ViT the activation count is
 //! within 5% of the heap growth measured across a forward pass (see `fl-models`' tests).
 
-use crate::mask::{Mask, TensorRole};
+use crate::mask::Mask;
 use crate::model::Model;
 
 /// Bytes per float.
@@ -63,7 +63,7 @@ pub fn job_memory(model: &dyn Model, shapes: &[Vec<i64>], mask: &Mask, states: u
         .held(shapes.len())
         .into_iter()
         .zip(model.activation_floats(&mask.sub_shapes(shapes)))
-        .filter(|(t, _)| mask.role(*t) == TensorRole::Train)
+        .filter(|(t, _)| mask.role(*t).trains())
         .map(|(_, floats)| floats)
         .sum();
     JobMemory {

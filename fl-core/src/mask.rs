@@ -31,6 +31,17 @@ pub enum TensorRole {
     Freeze,
     /// Not part of the sub-model at all.
     Drop,
+    /// Held, run and trained by the client, which keeps it: its job starts from the client's
+    /// own copy (the global one at its first job), and it is neither uploaded nor aggregated
+    /// (Co-S²P's personal exit heads).
+    Personal,
+}
+
+impl TensorRole {
+    /// Whether the job trains the tensor (trained or personal).
+    pub fn trains(self) -> bool {
+        matches!(self, TensorRole::Train | TensorRole::Personal)
+    }
 }
 
 /// Kept indices per tensor and dimension (`None` keeps the whole dimension), and optionally
@@ -79,6 +90,20 @@ impl StructuredMask {
     /// What the job does with tensor `tensor`.
     pub fn role(&self, tensor: usize) -> TensorRole {
         self.roles.get(tensor).copied().unwrap_or_default()
+    }
+
+    /// This mask with the trained tensors flagged in `personal` (one flag per model tensor)
+    /// kept by the client ([`TensorRole::Personal`]).
+    pub fn with_personal(mut self, personal: &[bool]) -> Self {
+        if self.roles.is_empty() {
+            self.roles = vec![TensorRole::Train; personal.len()];
+        }
+        for (role, &p) in self.roles.iter_mut().zip(personal) {
+            if p && *role == TensorRole::Train {
+                *role = TensorRole::Personal;
+            }
+        }
+        self
     }
 
     /// This mask with the groups of `structure` that `kept` names (one entry per group, as in
@@ -204,15 +229,16 @@ impl Mask {
         }
     }
 
-    /// Number of kept (trained) elements per model tensor (0 for frozen and dropped ones).
+    /// Number of kept (trained) elements per model tensor (0 for frozen and dropped ones;
+    /// personal ones count: the job trains them).
     pub fn kept_per_tensor(&self, shapes: &[Vec<i64>]) -> Vec<i64> {
         match self {
             Mask::Structured(s) => shapes
                 .iter()
                 .enumerate()
-                .map(|(t, sh)| match s.role(t) {
-                    TensorRole::Train => s.sub_shape(t, sh).iter().product(),
-                    TensorRole::Freeze | TensorRole::Drop => 0,
+                .map(|(t, sh)| match s.role(t).trains() {
+                    true => s.sub_shape(t, sh).iter().product(),
+                    false => 0,
                 })
                 .collect(),
             Mask::Elementwise(ts) => ts
@@ -225,6 +251,18 @@ impl Mask {
                 .collect(),
             Mask::Full => shapes.iter().map(|s| s.iter().product()).collect(),
         }
+    }
+
+    /// Number of elements the client uploads per model tensor: the kept ones of the tensors it
+    /// does not keep for itself.
+    pub fn uploaded_per_tensor(&self, shapes: &[Vec<i64>]) -> Vec<i64> {
+        let mut kept = self.kept_per_tensor(shapes);
+        for (t, k) in kept.iter_mut().enumerate() {
+            if self.role(t) == TensorRole::Personal {
+                *k = 0;
+            }
+        }
+        kept
     }
 
     /// Total kept elements.
@@ -276,7 +314,7 @@ impl Mask {
     }
 
     /// [`Mask::scatter`] for any mask: the full model's tensors are called `names`, and a
-    /// dropped tensor is placed as zeros.
+    /// dropped or personal tensor is placed as zeros (a personal one stays with the client).
     pub fn scatter_named(&self, sub: &ParamSet, names: &[String], shapes: &[Vec<i64>]) -> ParamSet {
         match self {
             Mask::Full => sub.shallow_clone(),
@@ -304,6 +342,9 @@ impl Mask {
                     sub.tensors().first().map_or((Kind::Float, Device::Cpu), |t| (t.kind(), t.device()));
                 let mut placed: Vec<Option<Tensor>> = (0..shapes.len()).map(|_| None).collect();
                 for (&t_idx, t) in held.iter().zip(sub.tensors()) {
+                    if s.role(t_idx) == TensorRole::Personal {
+                        continue;
+                    }
                     let mut out = t.shallow_clone();
                     for (d, &n) in shapes[t_idx].iter().enumerate() {
                         if let Some(k) = s.kept(t_idx, d) {

@@ -17,7 +17,9 @@
 //! importance scores before its weights (`[trainer] width_masks`); afterwards its scores are
 //! fixed and the window goes out physically cut to the units they keep. Group kinds
 //! (`heads`, `mlp`: a group name's last part) outside `learned_groups` get random masks, fixed
-//! per client (Table 3's ablation).
+//! per client (Table 3's ablation). The early exits a client trains are its own
+//! (`personal_exits`, §2.5: "keep exit heads locally"): each job starts from the client's copy,
+//! which is neither uploaded nor aggregated; the final head at depth L is shared.
 
 use fl_algo_baselines::{WidthConfig, rolling_units};
 use fl_core::{Depth, Error, InvalidKey, Mask, MaskCtx, MaskPolicy, Result, Validate, WidthBudget, learned_width};
@@ -62,6 +64,10 @@ pub struct RollingDepthConfig {
     /// random (Table 3: `["heads"]`, `["mlp"]`, `[]`).
     #[default(vec!["heads".to_string(), "mlp".to_string()])]
     pub learned_groups: Vec<String>,
+    /// Whether a client keeps the early exits it trains for itself (never uploaded or
+    /// aggregated, [`fl_core::TensorRole::Personal`]) or shares them like any trained tensor.
+    #[default(true)]
+    pub personal_exits: bool,
 }
 
 impl Validate for RollingDepthConfig {
@@ -157,6 +163,23 @@ impl RollingDepth {
 
 impl MaskPolicy for RollingDepth {
     fn mask(&mut self, ctx: &mut MaskCtx) -> Result<Mask> {
+        let mask = self.window_mask(ctx)?;
+        Ok(match mask {
+            Mask::Structured(m) if self.cfg.personal_exits => {
+                let exits: Vec<bool> =
+                    ctx.structure.tensors.iter().map(|t| matches!(t.depth, Depth::Exit(_))).collect();
+                Mask::Structured(m.with_personal(&exits))
+            }
+            other => other,
+        })
+    }
+
+    fl_core::stateless!();
+}
+
+impl RollingDepth {
+    /// The client's depth window at its width, every trained tensor shared.
+    fn window_mask(&mut self, ctx: &mut MaskCtx) -> Result<Mask> {
         let blocks = ctx.structure.blocks();
         if blocks == 0 {
             return Err(Error::component("rolling-depth", "the model has no blocks to window (use a `vit`)"));
@@ -189,8 +212,6 @@ impl MaskPolicy for RollingDepth {
             },
         }
     }
-
-    fl_core::stateless!();
 }
 
 fl_core::register!(MaskPolicy "rolling-depth" => RollingDepth::new(RollingDepthConfig),

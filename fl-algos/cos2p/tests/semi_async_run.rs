@@ -21,6 +21,11 @@ const SEMI_ASYNC: &str = "mu = 0.5\nt_clk_s = 0.005";
 /// The run's summary with `aggregator`, the ViT's `depth` lines, the `[mask]` table's body,
 /// more `[trainer]` lines and the semi-asynchronous waiting rule `wait`.
 fn run_with(aggregator: &str, depth: &str, mask: &str, trainer: &str, wait: &str) -> fl_core::Summary {
+    simulation(aggregator, depth, mask, trainer, wait).run(&mut ()).unwrap()
+}
+
+/// The simulation [`run_with`] runs.
+fn simulation(aggregator: &str, depth: &str, mask: &str, trainer: &str, wait: &str) -> fl_core::Simulation {
     let text = format!(
         r#"
         seed = 6
@@ -58,7 +63,7 @@ fn run_with(aggregator: &str, depth: &str, mask: &str, trainer: &str, wait: &str
     );
     let e = Experiment::parse(&text, "cos2p-semi-async").unwrap();
     let opts = RunOptions { device: fl_core::tch::Device::Cpu, workers: 2, data_dir: fl_build::data_dir() };
-    e.build(&opts).unwrap().run(&mut ()).unwrap()
+    e.build(&opts).unwrap()
 }
 
 #[test]
@@ -124,4 +129,25 @@ fn the_fully_asynchronous_variant_uses_every_resource() {
     );
     assert_eq!(summary.resource_utilization, 1.0);
     assert!(summary.staleness_histogram.keys().any(|&v| v > 0), "asynchronous updates come stale");
+}
+
+#[test]
+fn clients_keep_their_early_exits_and_the_server_keeps_the_final_head() {
+    // §2.5: exit heads stay with the client. The global model's early exits are never
+    // aggregated (they keep their initial values) while its blocks and final head learn;
+    // shared exits (personal_exits = false) move.
+    let mask = "name = \"rolling-depth\"\nratios = { levels = [0.5625, 0.0625] }";
+    let distill = "distill = { lambda = 0.2, temperature = 3.0 }";
+    for personal in [true, false] {
+        let mask = format!("{mask}\npersonal_exits = {personal}");
+        let mut sim = simulation("segment-importance", "depth = 4\nexits = [1, 2, 3]", &mask, distill, SEMI_ASYNC);
+        let before = sim.global().deep_clone();
+        let summary = sim.run(&mut ()).unwrap();
+        assert!(summary.best_accuracy > 0.35, "personal exits {personal}: best accuracy {}", summary.best_accuracy);
+        let moved = |prefix: &str| {
+            before.iter().filter(|(n, _)| n.starts_with(prefix)).any(|(n, t)| !t.equal(sim.global().get(n).unwrap()))
+        };
+        assert_eq!(moved("exits."), !personal, "personal exits {personal}: the global early exits moved?");
+        assert!(moved("blocks.") && moved("head."), "the shared blocks and the final head learn");
+    }
 }

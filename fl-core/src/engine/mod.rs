@@ -15,6 +15,7 @@ mod eval;
 mod host;
 pub mod memory;
 pub mod pack;
+mod personal;
 mod pool;
 mod record;
 pub mod utilization;

@@ -13,6 +13,7 @@ use super::allocator;
 use super::cohort::{self, CohortSlot};
 use super::eval::{Scores, evaluate};
 use super::pack::PackMember;
+use super::personal;
 use super::pool::{JobHandle, WorkerPool};
 use super::record::{ClientStats, EvalConfig, EvalRecord, Observer, RejectedUpdate, RunConfig, Summary};
 use super::utilization::Utilization;
@@ -236,12 +237,12 @@ impl World {
                 }
             }
         };
-        let kept = trained.kept_per_tensor(&self.shapes);
+        let uploaded = trained.uploaded_per_tensor(&self.shapes);
         let held = mask.held_per_tensor(&self.shapes);
         let flops = forward(&trained);
         let samples = self.clients[client].samples;
         let passes = self.trainer.sample_passes(samples);
-        let client_tensors = self.split.map_or(kept.len(), |s| s.client_tensors);
+        let client_tensors = self.split.map_or(uploaded.len(), |s| s.client_tensors);
         let bytes = |per_tensor: &[i64]| per_tensor[..client_tensors].iter().sum::<i64>() as f64 * BYTES_PER_PARAM;
         let score_flops = match mask_passes > 0.0 {
             true => train_flops(forward(mask)[..client_tensors].iter().sum(), mask_passes),
@@ -250,7 +251,7 @@ impl World {
         let mut cost = JobCost {
             down_bytes: bytes(&held),
             train_flops: train_flops(flops[..client_tensors].iter().sum(), passes) + score_flops,
-            up_bytes: bytes(&kept),
+            up_bytes: bytes(&uploaded),
             ..JobCost::default()
         };
         if let Some(split) = self.split {
@@ -409,9 +410,10 @@ impl World {
             Mask::Elementwise(ms) => Some(ms.iter().map(|m| m.as_ref().map(Tensor::shallow_clone)).collect()),
             _ => None,
         };
+        let state = self.client_state[client].as_ref();
         let job = TrainJob {
             model: Arc::clone(&self.model),
-            params: start.shallow_clone(),
+            params: personal::own_copies(start, mask, self.global.names(), state),
             grad_mask,
             frozen: mask.frozen(self.shapes.len()),
             data: self.train.shallow_clone(),
@@ -421,7 +423,7 @@ impl World {
             version,
             delay,
             width: mask.width_budget().cloned(),
-            state: self.client_state[client].as_ref().map(|s| s.to_device(self.global.tensors()[0].device())),
+            state: personal::trainer_state(state).map(|s| s.to_device(self.global.tensors()[0].device())),
         };
         (job, jitter)
     }
@@ -547,9 +549,9 @@ impl World {
         };
         let delta = f.mask.scatter_named(&out.params.sub(&f.start), self.global.names(), &self.shapes);
         let (train_loss, lr_sum, pull_merge) = (out.mean_loss, out.lr_sum, out.pull_merge);
-        if let Some(state) = out.state {
-            self.client_state[f.client] = Some(state.to_device(tch::Device::Cpu));
-        }
+        let previous = self.client_state[f.client].take();
+        self.client_state[f.client] =
+            personal::kept_state(previous, out.state, &out.params, &f.mask, self.global.names());
         // The trained model is freed here: give its pages back.
         drop(out.params);
         allocator::release_free_memory();
