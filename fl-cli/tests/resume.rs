@@ -72,6 +72,7 @@ fn experiment(method: &str, batching: Batching) -> Experiment {
         batch_size = 20
         [eval]
         every_aggregations = 1
+        client_test_share = 0.2
         [run]
         max_aggregations = 7
         "#

@@ -64,6 +64,8 @@ pub mod tag {
     pub const JOB: u64 = 6;
     /// Datasets that are generated (FedProx's Synthetic).
     pub const DATASET: u64 = 7;
+    /// Each client's held-out split (`[CLIENT_TEST, client]`, `[eval] client_test_share`).
+    pub const CLIENT_TEST: u64 = 8;
 }
 
 /// Uniform noise for tensors, computed on the tensor's device from (seed, draw counter,

@@ -30,6 +30,16 @@ pub struct EvalRecord {
     /// transfers); NaN without aggregations or in older records.
     #[serde(default = "nan")]
     pub resource_utilization: f64,
+    /// Top-1 accuracy of the clients' personalised models, each on its own held-out split
+    /// (`[eval] client_test_share`), weighted by the clients' data sizes; NaN without splits.
+    #[serde(default = "nan")]
+    pub client_accuracy: f64,
+    /// Their top-5 accuracy, weighted the same way.
+    #[serde(default = "nan")]
+    pub client_top5: f64,
+    /// Their macro-F1 (each client's over its own split), weighted the same way.
+    #[serde(default = "nan")]
+    pub client_macro_f1: f64,
     /// Mean local training loss of the updates aggregated since the previous evaluation (NaN
     /// if there were none).
     pub train_loss: f64,
@@ -53,12 +63,12 @@ fn nan() -> f64 {
 
 impl EvalRecord {
     /// The header line of the metrics CSV, the fields in declaration order.
-    pub const CSV_HEADER: &'static str = "virtual_time_s,version,updates,accuracy,loss,train_loss,mean_staleness,max_staleness,bytes_up,bytes_down,rejected_updates,top5,macro_f1,resource_utilization";
+    pub const CSV_HEADER: &'static str = "virtual_time_s,version,updates,accuracy,loss,train_loss,mean_staleness,max_staleness,bytes_up,bytes_down,rejected_updates,top5,macro_f1,resource_utilization,client_accuracy,client_top5,client_macro_f1";
 
     /// The record as one CSV line (no newline), in [`EvalRecord::CSV_HEADER`]'s order.
     pub fn csv_row(&self) -> String {
         format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             self.virtual_time_s,
             self.version,
             self.updates,
@@ -72,7 +82,10 @@ impl EvalRecord {
             self.rejected_updates,
             self.top5,
             self.macro_f1,
-            self.resource_utilization
+            self.resource_utilization,
+            self.client_accuracy,
+            self.client_top5,
+            self.client_macro_f1
         )
     }
 
@@ -88,6 +101,8 @@ impl EvalRecord {
             (required("virtual_time_s")?, required("version")?, required("accuracy")?, required("loss")?);
         let optional = |name: &str| column(name);
         let (top5, macro_f1, utilization) = (optional("top5"), optional("macro_f1"), optional("resource_utilization"));
+        let (client_accuracy, client_top5, client_macro_f1) =
+            (optional("client_accuracy"), optional("client_top5"), optional("client_macro_f1"));
         let (updates, train_loss, mean_staleness, max_staleness, bytes_up, bytes_down, rejected) = (
             optional("updates"),
             optional("train_loss"),
@@ -115,6 +130,9 @@ impl EvalRecord {
                 top5: number(top5)?,
                 macro_f1: number(macro_f1)?,
                 resource_utilization: number(utilization)?,
+                client_accuracy: number(client_accuracy)?,
+                client_top5: number(client_top5)?,
+                client_macro_f1: number(client_macro_f1)?,
                 train_loss: number(train_loss)?,
                 mean_staleness: number(mean_staleness)?,
                 max_staleness: count(max_staleness)?,
@@ -146,6 +164,9 @@ mod tests {
             top5: 0.75,
             macro_f1: 0.375,
             resource_utilization: 0.625,
+            client_accuracy: 0.5,
+            client_top5: 0.875,
+            client_macro_f1: 0.25,
             train_loss: f64::NAN,
             mean_staleness: 0.25,
             max_staleness: 2,
@@ -185,10 +206,12 @@ mod tests {
         assert_eq!((r.version, r.virtual_time_s, r.accuracy, r.updates, r.max_staleness), (3, 4.5, 0.75, 0, 0));
         assert!(r.loss.is_nan() && r.train_loss.is_nan() && r.bytes_up.is_nan());
         assert!(r.top5.is_nan() && r.macro_f1.is_nan() && r.resource_utilization.is_nan());
+        assert!(r.client_accuracy.is_nan() && r.client_top5.is_nan() && r.client_macro_f1.is_nan());
         // A record serialised before the top-5 and macro-F1 scores existed (a checkpoint).
         let json = r#"{"virtual_time_s":1.0,"version":1,"updates":2,"accuracy":0.5,"loss":1.0,"train_loss":1.0,"mean_staleness":0.0,"max_staleness":0,"bytes_up":0.0,"bytes_down":0.0,"rejected_updates":0}"#;
         let old: EvalRecord = serde_json::from_str(json).unwrap();
         assert!(old.top5.is_nan() && old.macro_f1.is_nan() && old.resource_utilization.is_nan());
+        assert!(old.client_accuracy.is_nan());
     }
 
     #[test]

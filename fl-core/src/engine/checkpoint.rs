@@ -212,6 +212,9 @@ struct WorldState {
     clients: Vec<(u32, ClientStats)>,
     /// Each client's state kept by the trainer (a set).
     client_state: Vec<Option<usize>>,
+    /// Each client's last arrived job's mask (absent in older checkpoints: none).
+    #[serde(default)]
+    last_mask: Vec<Option<MaskState>>,
     queue: Vec<(Tick, u64, Event)>,
     queue_seq: u64,
     in_flight: Vec<JobState>,
@@ -422,6 +425,7 @@ pub(super) fn save(w: &World, scheduler: &dyn crate::scheduler::Scheduler) -> Re
             .iter()
             .map(|s| s.as_ref().map(|s| store.set(s)).transpose())
             .collect::<Result<_>>()?,
+        last_mask: w.last_mask.iter().map(|m| m.as_ref().map(|m| store.mask(m)).transpose()).collect::<Result<_>>()?,
         queue: queue.into_iter().map(|(t, s, e)| (t, s, *e)).collect(),
         queue_seq,
         in_flight,
@@ -501,6 +505,13 @@ pub(super) fn restore(
         .iter()
         .map(|id| id.map(|i| loaded.set(i).map(|p| p.to_device(Device::Cpu))).transpose())
         .collect::<Result<_>>()?;
+    w.last_mask = match s.last_mask.len() {
+        0 => w.clients.iter().map(|_| None).collect(),
+        n if n == w.clients.len() => {
+            s.last_mask.iter().map(|m| m.as_ref().map(|m| loaded.mask(m)).transpose()).collect::<Result<_>>()?
+        }
+        _ => return Err(corrupt("last-mask count differs".into())),
+    };
     let awaiting_pull: BTreeSet<u64> =
         s.queue.iter().filter_map(|(_, _, e)| if let Event::Pull(job) = e { Some(*job) } else { None }).collect();
     w.queue = EventQueue::from_entries(s.queue, s.queue_seq);

@@ -149,11 +149,17 @@ impl Simulation {
         let sessions = devices.draw_sessions(partition.len(), &mut profile_rng);
         let clients = partition
             .iter()
-            .map(|idx| Client {
-                indices: Tensor::from_slice(idx).to_device(device),
-                samples: idx.len(),
-                running: 0,
-                stats: ClientStats::default(),
+            .enumerate()
+            .map(|(c, idx)| {
+                let mut split_rng = rng::stream(seed, &[tag::CLIENT_TEST, c as u64]);
+                let (train, test) = client_split(idx, eval.client_test_share, &mut split_rng);
+                Client {
+                    indices: Tensor::from_slice(&train).to_device(device),
+                    samples: train.len(),
+                    test: test.map(|t| Tensor::from_slice(&t).to_device(device)),
+                    running: 0,
+                    stats: ClientStats::default(),
+                }
             })
             .collect();
         let global = model.init(&mut rng::stream(seed, &[tag::MODEL_INIT])).to_device(device);
@@ -179,6 +185,7 @@ impl Simulation {
             train,
             test,
             client_state: partition.iter().map(|_| None).collect(),
+            last_mask: partition.iter().map(|_| None).collect(),
             clients,
             profiles,
             devices,
@@ -353,5 +360,46 @@ impl Simulation {
             w.evaluate(observer)?;
         }
         Ok(w.summary())
+    }
+}
+
+/// A client's samples `idx` split into the ones it trains on and its held-out test split of
+/// `share` of them (rounded, at least one of each; none below two samples), drawn from `rng`;
+/// both keep the samples' order.
+fn client_split(idx: &[i64], share: f64, rng: &mut rng::Rng) -> (Vec<i64>, Option<Vec<i64>>) {
+    use rand::seq::SliceRandom;
+    let n = idx.len();
+    if share <= 0.0 || n < 2 {
+        return (idx.to_vec(), None);
+    }
+    let held = ((share * n as f64).round() as usize).clamp(1, n - 1);
+    let mut positions: Vec<usize> = (0..n).collect();
+    positions.shuffle(rng);
+    let mut test = vec![false; n];
+    for &p in &positions[..held] {
+        test[p] = true;
+    }
+    let pick = |want: bool| idx.iter().zip(&test).filter(|(_, t)| **t == want).map(|(i, _)| *i).collect();
+    (pick(false), Some(pick(true)))
+}
+
+#[cfg(test)]
+mod client_split_tests {
+    use super::*;
+
+    #[test]
+    fn a_clients_split_holds_out_its_share_in_order_and_is_reproducible() {
+        let idx: Vec<i64> = (100..110).collect();
+        let (train, test) = client_split(&idx, 0.2, &mut rng::stream(1, &[2]));
+        let test = test.unwrap();
+        assert_eq!((train.len(), test.len()), (8, 2));
+        assert!(train.windows(2).all(|w| w[0] < w[1]) && test.windows(2).all(|w| w[0] < w[1]), "order kept");
+        let mut all = [train.clone(), test.clone()].concat();
+        all.sort_unstable();
+        assert_eq!(all, idx, "every sample in exactly one part");
+        assert_eq!(client_split(&idx, 0.2, &mut rng::stream(1, &[2])), (train, Some(test)));
+        assert_eq!(client_split(&idx, 0.0, &mut rng::stream(1, &[2])), (idx.clone(), None));
+        assert_eq!(client_split(&[7], 0.5, &mut rng::stream(1, &[2])), (vec![7], None), "one sample: no split");
+        assert_eq!(client_split(&idx[..3], 0.01, &mut rng::stream(1, &[2])).1.unwrap().len(), 1, "at least one");
     }
 }

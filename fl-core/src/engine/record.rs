@@ -27,11 +27,22 @@ pub struct EvalConfig {
     /// Test samples per forward pass of an evaluation (memory only: results do not depend
     /// on it beyond rounding).
     pub batch_size: usize,
+    /// The share of each client's samples held out as its own test split (Co-S²P's 8:2
+    /// client splits): the client trains on the rest, and each evaluation also scores every
+    /// client's personalised model (its last job's sub-model of the global model, with its
+    /// personal tensors) on its split. 0: no splits, no client scores.
+    pub client_test_share: f64,
 }
 
 impl Default for EvalConfig {
     fn default() -> Self {
-        EvalConfig { every_aggregations: Some(1), every_virtual_s: None, test_every: 1, batch_size: 1000 }
+        EvalConfig {
+            every_aggregations: Some(1),
+            every_virtual_s: None,
+            test_every: 1,
+            batch_size: 1000,
+            client_test_share: 0.0,
+        }
     }
 }
 
@@ -47,6 +58,12 @@ impl EvalConfig {
         }
         if self.every_virtual_s.is_some_and(|d| !(d > 0.0 && d.is_finite())) {
             return Err(InvalidKey::new("every_virtual_s", "expected a positive number of seconds"));
+        }
+        if !(0.0..=0.9).contains(&self.client_test_share) {
+            return Err(InvalidKey::new(
+                "client_test_share",
+                format!("expected a share in [0, 0.9], got {}", self.client_test_share),
+            ));
         }
         Ok(())
     }

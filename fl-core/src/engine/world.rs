@@ -107,8 +107,11 @@ pub(super) struct InFlight {
 }
 
 pub(super) struct Client {
+    /// The samples it trains on, indices into the training set.
     pub(super) indices: Tensor,
     pub(super) samples: usize,
+    /// Its held-out test split (`[eval] client_test_share`), indices into the training set.
+    pub(super) test: Option<Tensor>,
     /// Jobs of the client in flight.
     pub(super) running: u32,
     /// Jobs dispatched and their virtual seconds (client fairness).
@@ -138,6 +141,8 @@ pub(crate) struct World {
     /// What the trainer keeps of each client between its jobs ([`TrainOutcome::state`]), on
     /// the host: the last job to arrive sets it.
     pub(super) client_state: Vec<Option<ParamSet>>,
+    /// The mask of each client's last arrived job: its personalised model's shape.
+    pub(super) last_mask: Vec<Option<Mask>>,
     /// Each client's device, in id order.
     pub(super) profiles: Vec<DeviceProfile>,
     pub(super) devices: DevicesConfig,
@@ -549,6 +554,7 @@ impl World {
         };
         let delta = f.mask.scatter_named(&out.params.sub(&f.start), self.global.names(), &self.shapes);
         let (train_loss, lr_sum, pull_merge) = (out.mean_loss, out.lr_sum, out.pull_merge);
+        self.last_mask[f.client] = Some(f.mask.shallow_clone());
         let previous = self.client_state[f.client].take();
         self.client_state[f.client] =
             personal::kept_state(previous, out.state, &out.params, &f.mask, self.global.names());
@@ -688,6 +694,7 @@ impl World {
             Scores::NONE
         };
         let accuracy = scores.accuracy;
+        let clients = if test { self.client_scores() } else { Scores::NONE };
         let w = std::mem::take(&mut self.window);
         let per_update = |x: f64| if w.updates == 0 { f64::NAN } else { x / w.updates as f64 };
         let record = EvalRecord {
@@ -699,6 +706,9 @@ impl World {
             top5: scores.top5,
             macro_f1: scores.macro_f1,
             resource_utilization: w.utilization.mean(),
+            client_accuracy: clients.accuracy,
+            client_top5: clients.top5,
+            client_macro_f1: clients.macro_f1,
             train_loss: per_update(w.train_loss_sum),
             mean_staleness: per_update(w.staleness_sum as f64),
             max_staleness: w.staleness_max,
@@ -716,6 +726,32 @@ impl World {
             self.stopped = true;
         }
         Ok(())
+    }
+
+    /// The clients' personalised models on their own test splits, weighted by the clients'
+    /// data sizes (NaN scores without splits): each client's last job's sub-model of the
+    /// current global model with its own personal tensors (the global model for a client that
+    /// has not trained yet).
+    fn client_scores(&self) -> Scores {
+        let (mut sum, mut weight) = ([0.0; 4], 0.0);
+        for (c, client) in self.clients.iter().enumerate() {
+            let Some(test) = &client.test else { continue };
+            let mask = self.last_mask[c].as_ref().map_or(Mask::Full, Mask::shallow_clone);
+            let start = mask.extract(&self.global);
+            let params = personal::own_copies(&start, &mask, self.global.names(), self.client_state[c].as_ref());
+            let data = Dataset { x: self.train.x.index_select(0, test), y: self.train.y.index_select(0, test) };
+            let s = evaluate(&*self.model, &params, &data, self.eval.batch_size);
+            let size = (client.samples as i64 + test.size()[0]) as f64;
+            for (total, v) in sum.iter_mut().zip([s.accuracy, s.loss, s.top5, s.macro_f1]) {
+                *total += size * v;
+            }
+            weight += size;
+        }
+        if weight == 0.0 {
+            return Scores::NONE;
+        }
+        let [accuracy, loss, top5, macro_f1] = sum.map(|v| v / weight);
+        Scores { accuracy, loss, top5, macro_f1 }
     }
 
     pub(super) fn summary(&self) -> Summary {

@@ -442,18 +442,7 @@ mod tests {
         use crate::reproduce::outcome::Point;
         let seed = |seed: u64, accuracies: &[f64]| Outcome {
             seed,
-            curve: accuracies
-                .iter()
-                .enumerate()
-                .map(|(i, &a)| Point {
-                    version: i as f64,
-                    time_s: 0.0,
-                    accuracy: a,
-                    loss: 1.0,
-                    top5: f64::NAN,
-                    macro_f1: f64::NAN,
-                })
-                .collect(),
+            curve: accuracies.iter().enumerate().map(|(i, &a)| Point::at(i as f64, 0.0, a, 1.0)).collect(),
             ..crate::reproduce::report::fixtures::outcome(0.9, 0.9)
         };
         let value = |p: &crate::reproduce::outcome::Point| p.accuracy * 100.0;

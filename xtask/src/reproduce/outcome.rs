@@ -17,6 +17,28 @@ pub struct Point {
     pub loss: f64,
     pub top5: f64,
     pub macro_f1: f64,
+    /// The clients' personalised models on their own splits (NaN without splits).
+    pub client_accuracy: f64,
+    pub client_top5: f64,
+    pub client_macro_f1: f64,
+}
+
+#[cfg(test)]
+impl Point {
+    /// A point of `accuracy` and `loss` at `version` and `time_s`, its other scores NaN.
+    pub fn at(version: f64, time_s: f64, accuracy: f64, loss: f64) -> Point {
+        Point {
+            version,
+            time_s,
+            accuracy,
+            loss,
+            top5: f64::NAN,
+            macro_f1: f64::NAN,
+            client_accuracy: f64::NAN,
+            client_top5: f64::NAN,
+            client_macro_f1: f64::NAN,
+        }
+    }
 }
 
 /// A finished run's results.
@@ -108,6 +130,9 @@ impl Outcome {
         match metric {
             ColumnMetric::Top5 => last.map_or(f64::NAN, |p| p.top5),
             ColumnMetric::MacroF1 => last.map_or(f64::NAN, |p| p.macro_f1),
+            ColumnMetric::ClientTop1 => last.map_or(f64::NAN, |p| p.client_accuracy),
+            ColumnMetric::ClientTop5 => last.map_or(f64::NAN, |p| p.client_top5),
+            ColumnMetric::ClientMacroF1 => last.map_or(f64::NAN, |p| p.client_macro_f1),
             ColumnMetric::ResourceUtilization => self.resource_utilization,
             _ => f64::NAN,
         }
@@ -157,6 +182,9 @@ fn read_metrics(path: &Path) -> Result<(Vec<Point>, Vec<f64>)> {
             loss: r.loss,
             top5: r.top5,
             macro_f1: r.macro_f1,
+            client_accuracy: r.client_accuracy,
+            client_top5: r.client_top5,
+            client_macro_f1: r.client_macro_f1,
         })
         .collect();
     Ok((curve, server_loss))
@@ -214,7 +242,8 @@ mod tests {
         .unwrap();
         std::fs::write(
             p.join("metrics.csv"),
-            "virtual_time_s,version,accuracy,loss,top5,macro_f1\n1,0,0.1,2.3,0.5,0.05\n1.5,1,NaN,NaN,NaN,NaN\n2,1,0.9,NaN,1,0.875\n",
+            "virtual_time_s,version,accuracy,loss,top5,macro_f1,client_accuracy,client_top5,client_macro_f1\n\
+             1,0,0.1,2.3,0.5,0.05,0.125,0.5,0.25\n1.5,1,NaN,NaN,NaN,NaN,NaN,NaN,NaN\n2,1,0.9,NaN,1,0.875,0.75,1,0.625\n",
         )
         .unwrap();
         std::fs::write(
@@ -228,13 +257,22 @@ mod tests {
         assert!(o.final_loss.is_nan() && o.diverged());
         assert_eq!(
             o.curve[0],
-            Point { version: 0.0, time_s: 1.0, accuracy: 0.1, loss: 2.3, top5: 0.5, macro_f1: 0.05 }
+            Point {
+                top5: 0.5,
+                macro_f1: 0.05,
+                client_accuracy: 0.125,
+                client_top5: 0.5,
+                client_macro_f1: 0.25,
+                ..Point::at(0.0, 1.0, 0.1, 2.3)
+            }
         );
         assert_eq!(o.curve.len(), 2, "a record without a test pass has no point");
         assert!(o.server_loss.is_empty() && o.participation.is_empty(), "no train_loss column, no clients");
         assert_eq!(o.time_to_target_s, Some(2.0));
         // The final evaluation's top-5 and macro-F1; RU absent from this older summary.
         assert_eq!((o.final_score(ColumnMetric::Top5), o.final_score(ColumnMetric::MacroF1)), (1.0, 0.875));
+        let client = [ColumnMetric::ClientTop1, ColumnMetric::ClientTop5, ColumnMetric::ClientMacroF1];
+        assert_eq!(client.map(|m| o.final_score(m)), [0.75, 1.0, 0.625], "the last tested evaluation's client scores");
         assert!(o.final_score(ColumnMetric::ResourceUtilization).is_nan());
         assert_eq!((o.best_within(1.5), o.best_within(2.0), o.duration_s()), (0.1, 0.9, 2.0));
         assert_eq!(o.diagnostics["tau"], 2.0);

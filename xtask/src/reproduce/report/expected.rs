@@ -95,6 +95,11 @@ pub enum ColumnMetric {
     Top5,
     /// Macro-F1 at the final evaluation, %.
     MacroF1,
+    /// The clients' personalised models on their own splits at the final evaluation
+    /// (`[eval] client_test_share`): top-1, top-5 and macro-F1, %.
+    ClientTop1,
+    ClientTop5,
+    ClientMacroF1,
     /// Resource utilisation over the run (Co-S²P's Eq. 17), %.
     ResourceUtilization,
     /// The column's clients' mean job time (training and transfers), virtual seconds.
@@ -118,12 +123,24 @@ impl ColumnMetric {
                 | ColumnMetric::ConvergedAccuracy
                 | ColumnMetric::Top5
                 | ColumnMetric::MacroF1
+                | ColumnMetric::ClientTop1
+                | ColumnMetric::ClientTop5
+                | ColumnMetric::ClientMacroF1
         )
     }
 
-    /// A percentage read off the run's final evaluation or its summary: top-5, macro-F1, RU.
+    /// A percentage read off the run's final evaluation or its summary: top-5, macro-F1, the
+    /// clients' scores, RU.
     pub fn is_final_score(self) -> bool {
-        matches!(self, ColumnMetric::Top5 | ColumnMetric::MacroF1 | ColumnMetric::ResourceUtilization)
+        matches!(
+            self,
+            ColumnMetric::Top5
+                | ColumnMetric::MacroF1
+                | ColumnMetric::ClientTop1
+                | ColumnMetric::ClientTop5
+                | ColumnMetric::ClientMacroF1
+                | ColumnMetric::ResourceUtilization
+        )
     }
 }
 

@@ -247,7 +247,12 @@ fn render_cell(
                     None => format!("- / {:.1} / {:.1}", v * 100.0, b * 100.0),
                 }
             }
-            ColumnMetric::Top5 | ColumnMetric::MacroF1 | ColumnMetric::ResourceUtilization => {
+            ColumnMetric::Top5
+            | ColumnMetric::MacroF1
+            | ColumnMetric::ClientTop1
+            | ColumnMetric::ClientTop5
+            | ColumnMetric::ClientMacroF1
+            | ColumnMetric::ResourceUtilization => {
                 let v = mean(o, |o| o.final_score(col.metric)) * 100.0;
                 value = Some(v);
                 match paper.value() {
@@ -433,14 +438,7 @@ mod tests {
             "#,
         )
         .unwrap();
-        let point = |accuracy: f64| Point {
-            version: 0.0,
-            time_s: 0.0,
-            accuracy,
-            loss: 1.0,
-            top5: f64::NAN,
-            macro_f1: f64::NAN,
-        };
+        let point = |accuracy: f64| Point::at(0.0, 0.0, accuracy, 1.0);
         let curve = |accs: &[f64]| Outcome { curve: accs.iter().map(|&a| point(a)).collect(), ..outcome(0.9, 0.84) };
         let runs = vec![run("m", 0.1, "a"), run("m", 0.1, "b")];
         let outcomes = BTreeMap::from([
@@ -478,7 +476,7 @@ mod tests {
             "#,
         )
         .unwrap();
-        let last = Point { version: 1.0, time_s: 1.0, accuracy: 0.84, loss: 1.0, top5: 0.975, macro_f1: 0.8125 };
+        let last = Point { top5: 0.975, macro_f1: 0.8125, client_accuracy: 0.5, ..Point::at(1.0, 1.0, 0.84, 1.0) };
         let a = Outcome { curve: vec![last], resource_utilization: 0.75, ..outcome(0.9, 0.84) };
         let runs = vec![run("m", 0.1, "a")];
         let outcomes = BTreeMap::from([("m-a0.1/a".to_string(), vec![a])]);
@@ -558,14 +556,7 @@ mod tests {
 
     /// A run that reaches 0.5 accuracy at `ttt` virtual seconds and 0.9 at `3 ttt + 1`.
     fn timed(ttt: f64) -> Outcome {
-        let point = |time_s: f64, accuracy: f64| Point {
-            version: 0.0,
-            time_s,
-            accuracy,
-            loss: 1.0,
-            top5: f64::NAN,
-            macro_f1: f64::NAN,
-        };
+        let point = |time_s: f64, accuracy: f64| Point::at(0.0, time_s, accuracy, 1.0);
         Outcome {
             time_to_target_s: Some(ttt),
             curve: vec![point(0.0, 0.1), point(ttt, 0.5), point(3.0 * ttt, 0.6), point(3.0 * ttt + 1.0, 0.9)],
