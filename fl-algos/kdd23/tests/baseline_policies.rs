@@ -5,7 +5,9 @@
 
 mod common;
 
-use common::{fc1_share, global, kept_neurons, round_masks, round_masks_on, structure, structure_with_neurons};
+use common::{
+    fc1_share, global, kept_neurons, mask_error, round_masks, round_masks_on, structure, structure_with_neurons,
+};
 use fl_algo_kdd23::{
     Granularity, Importance, Level, PartitionKind, RegionChoice, RegionPolicy, RegionPolicyConfig, TopMagnitude,
     TopMagnitudeConfig,
@@ -188,19 +190,6 @@ fn prunefl_on_units_keeps_the_neurons_with_the_largest_summed_magnitude() {
     assert!(bad.validate().unwrap_err().to_string().contains("granularity"));
     let mut no_groups = TopMagnitude::new(TopMagnitudeConfig { granularity: Granularity::Unit, ..Default::default() });
     let plain = structure();
-    let err = fl_core::MaskPolicy::mask(
-        &mut no_groups,
-        &mut fl_core::MaskCtx {
-            client: 0,
-            profiles: &fl_core::testing::profiles(&[1.0]),
-            version: 1,
-            choice: None,
-            structure: &plain,
-            global: &global(&plain),
-            client_state: None,
-            rng: &mut rng,
-        },
-    )
-    .unwrap_err();
+    let err = mask_error(&mut no_groups, &plain, &global(&plain));
     assert!(err.to_string().contains("unit groups"), "{err}");
 }

@@ -6,13 +6,13 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{fc1_share, global, kept_neurons, round_masks, structure, structure_with_neurons};
+use common::{fc1_share, global, kept_neurons, mask_error, round_masks, structure, structure_with_neurons};
 use fl_algo_kdd23::{Granularity, Level, MixDraw, PartitionKind, RegionPolicy, RegionPolicyConfig};
 use fl_core::rng::{self, TensorNoise};
 use fl_core::tch::Tensor;
 use fl_core::testing::{TinyLinear, tiny_dataset};
 use fl_core::trainer::sgd::{Sgd, SgdConfig};
-use fl_core::{LocalTrainer, Mask, MaskCtx, MaskPolicy, Model, ParamSet, TrainJob, Validate};
+use fl_core::{LocalTrainer, Mask, MaskPolicy, Model, ParamSet, TrainJob, Validate};
 
 fn policy(cfg: RegionPolicyConfig) -> RegionPolicy {
     cfg.validate().unwrap();
@@ -138,21 +138,7 @@ fn an_unknown_tensor_is_an_error_listing_the_model_tensors() {
     let s = structure();
     let g = global(&s);
     let mut p = policy(RegionPolicyConfig { tensors: vec!["layer_input.weight".into()], ..Default::default() });
-    let profile = fl_core::testing::profiles(&[1.0]).remove(0);
-    let mut rng = rng::stream(1, &[0]);
-    let err = p
-        .mask(&mut MaskCtx {
-            client: 0,
-            profiles: &[profile.clone(), profile],
-            version: 1,
-            choice: None,
-            structure: &s,
-            global: &g,
-            client_state: None,
-            rng: &mut rng,
-        })
-        .unwrap_err()
-        .to_string();
+    let err = mask_error(&mut p, &s, &g);
     assert!(err.contains("`layer_input.weight`") && err.contains("fc1.weight, fc1.bias, fc2.weight"), "{err}");
 }
 
@@ -214,21 +200,6 @@ fn ram_fed_regions_on_units_mask_whole_neurons_at_the_levels_share() {
         assert!(kept_sets.iter().any(|k| k != &kept_sets[0]), "clients draw their own regions");
     }
     let too_many = RegionPolicyConfig { regions: 9, granularity: Granularity::Unit, ..Default::default() };
-    let mut p = RegionPolicy::new(too_many);
-    let mut rng = rng::stream(12, &[1]);
-    let err = fl_core::MaskPolicy::mask(
-        &mut p,
-        &mut fl_core::MaskCtx {
-            client: 0,
-            profiles: &fl_core::testing::profiles(&[1.0]),
-            version: 1,
-            choice: None,
-            structure: &s,
-            global: &g,
-            client_state: None,
-            rng: &mut rng,
-        },
-    )
-    .unwrap_err();
+    let err = mask_error(&mut RegionPolicy::new(too_many), &s, &g);
     assert!(err.to_string().contains("9 regions cannot split the units of `fc1`: it has 8"), "{err}");
 }

@@ -67,23 +67,39 @@ pub fn round_masks_on(
     flops_per_s: &[f64],
     rng: &mut rng::Rng,
 ) -> Vec<Mask> {
+    round_masks_result(policy, s, g, round, flops_per_s, rng).into_iter().map(|m| m.unwrap()).collect()
+}
+
+/// [`round_masks_on`] with each client's result as it came.
+fn round_masks_result(
+    policy: &mut dyn MaskPolicy,
+    s: &Structure,
+    g: &ParamSet,
+    round: u64,
+    flops_per_s: &[f64],
+    rng: &mut rng::Rng,
+) -> Vec<fl_core::Result<Mask>> {
     let profiles = fl_core::testing::profiles(flops_per_s);
     (0..profiles.len())
         .map(|client| {
-            policy
-                .mask(&mut MaskCtx {
-                    client,
-                    profiles: &profiles,
-                    version: round,
-                    choice: None,
-                    structure: s,
-                    global: g,
-                    client_state: None,
-                    rng,
-                })
-                .unwrap()
+            policy.mask(&mut MaskCtx {
+                client,
+                profiles: &profiles,
+                version: round,
+                choice: None,
+                structure: s,
+                global: g,
+                client_state: None,
+                rng,
+            })
         })
         .collect()
+}
+
+/// The error of `policy` asked for client 0's mask in round 1 (of two identical devices).
+pub fn mask_error(policy: &mut dyn MaskPolicy, s: &Structure, g: &ParamSet) -> String {
+    let mut rng = rng::stream(1, &[0]);
+    round_masks_result(policy, s, g, 1, &[1.0, 1.0], &mut rng).remove(0).unwrap_err().to_string()
 }
 
 /// Share of `fc1.weight` a mask keeps; checks the other tensors are unmasked.
