@@ -723,9 +723,9 @@ impl SgdCohort {
     /// Whether this cohort's steps can be replayed from CUDA graphs: on CUDA, in a build with
     /// them, for a model whose forward pass reads nothing from the host ([`Model::replayable`]),
     /// and with options whose steps keep no host state that changes from step to step.
-    /// Early stopping (its epoch ends are host branches), Adan (its first step), the pulled
-    /// model's merge and the options kept per client across steps by host code (FedDyn, MOON,
-    /// ASO-Fed, augmentation, distillation, learned widths) run eagerly.
+    /// Early stopping (its epoch ends are host branches) and the pulled model's merge run
+    /// eagerly, and so, until they are checked under capture on a GPU, do Adan, FedDyn, MOON,
+    /// ASO-Fed, augmentation, distillation and learned widths.
     fn graphable(&self) -> bool {
         self.cfg.cuda_graphs
             && self.clients() <= MAX_GRAPH_CLIENTS
