@@ -141,7 +141,8 @@ pub(crate) struct World {
     /// What the trainer keeps of each client between its jobs ([`TrainOutcome::state`]), on
     /// the host: the last job to arrive sets it.
     pub(super) client_state: Vec<Option<ParamSet>>,
-    /// The mask of each client's last arrived job: its personalised model's shape.
+    /// The mask of each client's last arrived job, its personalised model's shape (kept for
+    /// clients with a test split only).
     pub(super) last_mask: Vec<Option<Mask>>,
     /// Each client's device, in id order.
     pub(super) profiles: Vec<DeviceProfile>,
@@ -554,7 +555,9 @@ impl World {
         };
         let delta = f.mask.scatter_named(&out.params.sub(&f.start), self.global.names(), &self.shapes);
         let (train_loss, lr_sum, pull_merge) = (out.mean_loss, out.lr_sum, out.pull_merge);
-        self.last_mask[f.client] = Some(f.mask.shallow_clone());
+        if self.clients[f.client].test.is_some() {
+            self.last_mask[f.client] = Some(f.mask.shallow_clone());
+        }
         let previous = self.client_state[f.client].take();
         self.client_state[f.client] =
             personal::kept_state(previous, out.state, &out.params, &f.mask, self.global.names());
