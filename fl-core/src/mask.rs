@@ -9,9 +9,10 @@
 //! A structured mask may also give each tensor a [`TensorRole`]: *trained* (the default),
 //! *frozen* (the client holds it and runs it forward, but computes no gradient for it and
 //! keeps no optimizer state: a depth window's blocks below the window) or *dropped* (the
-//! sub-model has no such tensor: the blocks above the window, the exits it does not end at).
-//! Frozen and dropped tensors are outside the mask: their delta is zero and no client covers
-//! them.
+//! sub-model has no such tensor: the blocks above the window, the exits it does not end at)
+//! or *personal* (trained by the client and kept by it: Co-S²P's early exits, see
+//! `engine::personal`). Frozen, dropped and personal tensors are outside the mask: their delta
+//! is zero and no client covers them.
 
 use tch::{Device, Kind, Tensor};
 
