@@ -149,8 +149,10 @@ pub struct SgdConfig {
     /// (Co-S²P, [`crate::trainer::width_masks`]); absent: such jobs are refused.
     pub width_masks: Option<WidthMaskConfig>,
     /// On CUDA, capture each step shape of a cohort once as a CUDA graph and replay it (one
-    /// launch a step instead of a hundred; [`crate::trainer::captured_steps`]), where the
-    /// build has CUDA graphs and the options allow (see [`SgdCohort::graphable`]); default on.
+    /// launch a step instead of a hundred; [`crate::trainer::cuda_graph`]), where the build
+    /// has CUDA graphs and the options allow (cohorts of at most 128 clients, SGD or Adam, no
+    /// early stopping, pulls, FedDyn, MOON, ASO-Fed, augmentation, distillation or learned
+    /// widths, a [`Model::replayable`] model); default on.
     /// No effect on CPU. Left out of the resolved config while on: it changes no result (the
     /// kdd23 cell's metrics are byte-identical either way), and runs resume across it.
     #[serde(skip_serializing_if = "is_true")]
