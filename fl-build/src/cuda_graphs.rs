@@ -23,9 +23,11 @@ pub fn compile_cuda_graphs(source: &str) -> bool {
     println!("cargo::rustc-check-cfg=cfg(fl_cuda_graphs)");
     println!("cargo:rerun-if-changed={source}");
     println!("cargo:rerun-if-env-changed=CUDA_HOME");
-    // Setup installing the headers later adds an entry to the cache directory.
-    if crate::cache_dir().is_dir() {
-        println!("cargo:rerun-if-changed={}", crate::cache_dir().display());
+    // Once setup installed the headers, their directory; before, the cache directory, which
+    // gains an entry when setup installs them.
+    let watched = [cuda_crt_dir(), crate::cache_dir()].into_iter().find(|d| d.is_dir());
+    if let Some(dir) = watched {
+        println!("cargo:rerun-if-changed={}", dir.display());
     }
     let Some(lib) = crate::libtorch_lib_dir() else { return false };
     let lib = lib.canonicalize().unwrap_or(lib);
