@@ -222,7 +222,8 @@ impl RegionPolicy {
             let shape = &ctx.global.shapes()[t];
             let (units, what) = match self.cfg.granularity {
                 Granularity::Element => (shape.iter().product::<i64>(), "elements"),
-                Granularity::Neuron | Granularity::Unit => (shape.first().copied().unwrap_or(1), "rows"),
+                Granularity::Neuron => (shape.first().copied().unwrap_or(1), "rows"),
+                Granularity::Unit => unreachable!("unit regions are checked against the groups above"),
             };
             if self.cfg.regions > units {
                 let name = &ctx.structure.tensors[t].name;

@@ -43,13 +43,17 @@ pub fn balanced_random(units: i64, k: i64, rng: &mut Rng) -> Vec<i64> {
 }
 
 /// Region ids of every element of a tensor of `shape`, on `device`.
+///
+/// # Panics
+/// For [`Granularity::Unit`], whose regions span tensors: see `units::unit_regions`.
 pub fn random_regions(shape: &[i64], k: i64, granularity: Granularity, rng: &mut Rng, device: Device) -> Tensor {
     match granularity {
         Granularity::Element => {
             let n: i64 = shape.iter().product();
             Tensor::from_slice(&balanced_random(n, k, rng)).reshape(shape).to_device(device)
         }
-        Granularity::Neuron | Granularity::Unit => {
+        Granularity::Unit => panic!("unit regions come from the model's unit groups: units::unit_regions"),
+        Granularity::Neuron => {
             let rows = Tensor::from_slice(&balanced_random(shape[0], k, rng)).to_device(device);
             let mut view = vec![1; shape.len()];
             view[0] = shape[0];

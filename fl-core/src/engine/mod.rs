@@ -152,11 +152,14 @@ impl Simulation {
             .enumerate()
             .map(|(c, idx)| {
                 let mut split_rng = rng::stream(seed, &[tag::CLIENT_TEST, c as u64]);
-                let (train, test) = client_split(idx, eval.client_test_share, &mut split_rng);
+                let (trains_on, held_out) = client_split(idx, eval.client_test_share, &mut split_rng);
                 Client {
-                    indices: Tensor::from_slice(&train).to_device(device),
-                    samples: train.len(),
-                    test: test.map(|t| Tensor::from_slice(&t).to_device(device)),
+                    indices: Tensor::from_slice(&trains_on).to_device(device),
+                    samples: trains_on.len(),
+                    test: held_out.map(|held| {
+                        let held = Tensor::from_slice(&held).to_device(device);
+                        Dataset { x: train.x.index_select(0, &held), y: train.y.index_select(0, &held) }
+                    }),
                     running: 0,
                     stats: ClientStats::default(),
                 }

@@ -12,6 +12,11 @@ fn is_personal(name: &str) -> bool {
     name.starts_with(PREFIX)
 }
 
+/// The names of `mask`'s personal tensors, among the model's `names`.
+fn personal_names<'n>(mask: &Mask, names: &'n [String]) -> impl Iterator<Item = &'n String> {
+    names.iter().enumerate().filter(move |(t, _)| mask.role(*t) == TensorRole::Personal).map(|(_, n)| n)
+}
+
 /// `state` without `personal.` entries, or None if nothing else is left.
 fn without_personal(state: &ParamSet) -> Option<ParamSet> {
     let (names, tensors): (Vec<String>, Vec<_>) =
@@ -29,8 +34,7 @@ pub(super) fn trainer_state(state: Option<&ParamSet>) -> Option<ParamSet> {
 /// where its `state` has one of the same shape.
 pub(super) fn own_copies(start: &ParamSet, mask: &Mask, names: &[String], state: Option<&ParamSet>) -> ParamSet {
     let Some(state) = state else { return start.shallow_clone() };
-    let personal: Vec<&String> =
-        (0..names.len()).filter(|&t| mask.role(t) == TensorRole::Personal).map(|t| &names[t]).collect();
+    let personal: Vec<&String> = personal_names(mask, names).collect();
     let tensors = start
         .iter()
         .map(|(name, t)| {
@@ -57,10 +61,7 @@ pub(super) fn kept_state(
     let trainer = trainer.or_else(|| previous.as_ref().and_then(without_personal));
     let mut entries: Vec<(String, tch::Tensor)> =
         trainer.iter().flat_map(|s| s.iter().map(|(n, t)| (n.to_string(), t.to_device(tch::Device::Cpu)))).collect();
-    let fresh: Vec<String> = (0..names.len())
-        .filter(|&t| mask.role(t) == TensorRole::Personal)
-        .map(|t| format!("{PREFIX}{}", names[t]))
-        .collect();
+    let fresh: Vec<String> = personal_names(mask, names).map(|n| format!("{PREFIX}{n}")).collect();
     if let Some(previous) = &previous {
         entries.extend(
             previous

@@ -110,8 +110,8 @@ pub(super) struct Client {
     /// The samples it trains on, indices into the training set.
     pub(super) indices: Tensor,
     pub(super) samples: usize,
-    /// Its held-out test split (`[eval] client_test_share`), indices into the training set.
-    pub(super) test: Option<Tensor>,
+    /// Its held-out test split (`[eval] client_test_share`), gathered from the training set.
+    pub(super) test: Option<Dataset>,
     /// Jobs of the client in flight.
     pub(super) running: u32,
     /// Jobs dispatched and their virtual seconds (client fairness).
@@ -742,9 +742,8 @@ impl World {
             let mask = self.last_mask[c].as_ref().map_or(Mask::Full, Mask::shallow_clone);
             let start = mask.extract(&self.global);
             let params = personal::own_copies(&start, &mask, self.global.names(), self.client_state[c].as_ref());
-            let data = Dataset { x: self.train.x.index_select(0, test), y: self.train.y.index_select(0, test) };
-            let s = evaluate(&*self.model, &params, &data, self.eval.batch_size);
-            let size = (client.samples as i64 + test.size()[0]) as f64;
+            let s = evaluate(&*self.model, &params, test, self.eval.batch_size);
+            let size = (client.samples + test.len()) as f64;
             for (total, v) in sum.iter_mut().zip([s.accuracy, s.loss, s.top5, s.macro_f1]) {
                 *total += size * v;
             }

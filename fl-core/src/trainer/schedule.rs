@@ -123,7 +123,6 @@ impl BatchSchedule {
         BatchSchedule { steps, indices, weights, shapes, padded, epochs }
     }
 
-    /// Steps of the longest job.
     /// The schedule of the jobs `jobs[order[0]], jobs[order[1]], …` (cohort order, steps
     /// non-increasing), job `j` making `steps[j]` steps, each drawing from its own stream.
     pub fn draw_for_jobs(
@@ -145,6 +144,7 @@ impl BatchSchedule {
         BatchSchedule::draw(plans, batch_size, device)
     }
 
+    /// Steps of the longest job.
     pub fn total_steps(&self) -> usize {
         self.shapes.len()
     }
