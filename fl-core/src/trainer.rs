@@ -20,6 +20,7 @@ pub mod cuda_graph;
 mod decay_gradient;
 pub mod distill;
 pub mod learned_pull;
+pub mod platon;
 pub mod rates;
 pub mod reference;
 mod schedule;
@@ -121,6 +122,10 @@ pub struct TrainOutcome {
     /// State to hand the client's next job ([`TrainJob::state`]); the engine keeps it per
     /// client, in host memory, and in checkpoints. None: keep nothing.
     pub state: Option<ParamSet>,
+    /// Where the job pruned its width while training ([`LocalTrainer::prunes_while_training`]),
+    /// the units it kept per unit group of the model (`None` for a group outside its budget):
+    /// its update covers those units only. None: the update covers what the job held.
+    pub kept_units: Option<Vec<Option<Vec<i64>>>>,
 }
 
 /// What a session learns about a model pulled mid-training.
@@ -188,7 +193,7 @@ pub trait TrainSession: Send {
 ///     fn run_until(&mut self, _share: f64) -> Result<()> { Ok(()) }
 ///     fn merge_pulled(&mut self, _: &ParamSet, _: PullInfo) -> Result<()> { Ok(()) }
 ///     fn finish(self: Box<Self>) -> Result<Vec<TrainOutcome>> {
-///         Ok(self.0.into_iter().map(|j| TrainOutcome { params: j.params, mean_loss: 0.0, steps: 0, lr_sum: 0.0, pull_merge: None, state: j.state }).collect())
+///         Ok(self.0.into_iter().map(|j| TrainOutcome { params: j.params, mean_loss: 0.0, steps: 0, lr_sum: 0.0, pull_merge: None, state: j.state, kept_units: None }).collect())
 ///     }
 /// }
 ///
@@ -220,6 +225,14 @@ pub trait LocalTrainer: Send + Sync {
     /// sub-model. 0 by default.
     fn width_mask_passes(&self, _samples: usize) -> f64 {
         0.0
+    }
+
+    /// Whether a job whose client chooses its width ([`TrainJob::width`]) trains the whole
+    /// held sub-model and prunes it on the way (PLATON, [`platon`]): priced and sized as the
+    /// held sub-model, it uploads the units it kept ([`TrainOutcome::kept_units`]). False by
+    /// default: such a job learns its mask first and trains the kept units only.
+    fn prunes_while_training(&self) -> bool {
+        false
     }
 
     /// Optimisation steps (mini-batches) of a job over `samples` samples.

@@ -233,6 +233,15 @@ impl TwoLayer {
             groups: vec![],
         })
     }
+
+    /// With its two features a unit group: a row of `a` and a column of `w` each.
+    fn with_feature_group() -> Self {
+        let mut model = TwoLayer::new();
+        let member = |tensor, dim| fl_core::UnitMember { tensor, dim, block: 1 };
+        model.0.groups =
+            vec![fl_core::UnitGroup { name: "features".into(), units: 2, members: vec![member(0, 0), member(1, 1)] }];
+        model
+    }
 }
 
 impl Model for TwoLayer {
@@ -428,4 +437,51 @@ fn fedasmu_learned_pull_weight_merges_and_steps_its_controls_as_worked_by_hand()
     let merge = out.pull_merge.expect("a learned merge reports its weight and reward");
     assert!((merge.weight - beta).abs() < 1e-12, "weight {}, want {beta}", merge.weight);
     assert!((merge.reward - reward).abs() < 1e-6, "reward {}, want {reward}", merge.reward);
+}
+
+#[test]
+fn platon_jobs_prune_alike_alone_and_in_a_cohort_and_keep_their_budget() {
+    // Three clients of 2, 1 and 3 samples (2, 1 and 3 steps an epoch, 2 epochs), each keeping
+    // half of the two features' 8 parameters: one feature, whose row of `a` and column of `w`
+    // end at zero if pruned. Trained together and one by one, the cohort's per-client schedules
+    // and masks must match.
+    let model = Arc::new(TwoLayer::with_feature_group()) as Arc<dyn Model>;
+    let samples = [(0i64, 2i64), (2, 3), (3, 6)];
+    let budget = fl_core::WidthBudget { ratio: 0.5, learned: vec![0], random: vec![], learn: true };
+    let data = tiny_dataset();
+    let job = |c: usize| TrainJob {
+        model: Arc::clone(&model),
+        data: data.shallow_clone(),
+        params: two_layer([[0.3, -0.2, 0.4, 0.1], [0.2, -0.1, 0.5, 0.3]], [0.0, 0.1]),
+        indices: Tensor::arange_start(samples[c].0, samples[c].1, fl_core::tch::kind::INT64_CPU),
+        rng: rng::stream(5, &[c as u64]),
+        width: Some(budget.clone()),
+        ..job(None)
+    };
+    let platon = fl_core::trainer::platon::PlatonConfig { warmup: 0.0, final_share: 0.5, ..Default::default() };
+    let cfg = SgdConfig { lr: 0.2, batch_size: 1, epochs: 2, platon: Some(platon), ..Default::default() };
+    let trainer = Sgd::new(cfg);
+    assert!(trainer.prunes_while_training());
+    let together = trainer.train_cohort((0..3).map(job).collect()).unwrap();
+    for (c, in_cohort) in together.iter().enumerate() {
+        let alone = trainer.train(job(c)).unwrap();
+        let (a, b) = (flat(&alone.params), flat(&in_cohort.params));
+        assert!(a.iter().zip(&b).all(|(x, y)| (x - y).abs() < 1e-6), "client {c}: alone {a:?}, cohort {b:?}");
+        assert_eq!(alone.kept_units, in_cohort.kept_units, "client {c}");
+        let kept = in_cohort.kept_units.clone().expect("a pruning job says what it kept");
+        let [Some(units)] = &kept[..] else { panic!("one group, in the budget: {kept:?}") };
+        assert_eq!(units.len(), 1, "client {c} keeps one feature of two");
+        let dropped = 1 - units[0] as usize;
+        // `a` row `dropped` (elements 2·dropped, 2·dropped + 1), `w` column `dropped` (4 + dropped, 6 + dropped).
+        for i in [2 * dropped, 2 * dropped + 1, 4 + dropped, 6 + dropped] {
+            assert_eq!(b[i], 0.0, "client {c}: the pruned feature's parameter {i} is zero: {b:?}");
+        }
+    }
+}
+
+#[test]
+fn a_client_chooses_its_width_one_way() {
+    let both =
+        SgdConfig { platon: Some(Default::default()), width_masks: Some(Default::default()), ..Default::default() };
+    assert_eq!(both.validate().unwrap_err().key, "platon");
 }

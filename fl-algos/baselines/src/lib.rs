@@ -32,6 +32,7 @@ pub use aggregators::port::{Port, PortConfig};
 pub use aggregators::weighted_mean::{WeightedMean, WeightedMeanConfig, Weighting};
 pub use mask_policies::fedrolex::{FedRolex, rolling_units};
 pub use mask_policies::heterofl::HeteroFl;
+pub use mask_policies::own_width::OwnWidth;
 pub use mask_policies::width_levels::{Assign, WidthConfig};
 pub use schedulers::async_updates::{AsyncConfig, AsyncUpdates};
 pub use schedulers::lags::{LagTracker, TrainerDelay};

@@ -138,6 +138,16 @@ inventory::submit! {
     }
 }
 
+inventory::submit! {
+    Method {
+        name: "fedavg-platon",
+        summary: "FedAvg+PLATON: synchronous rounds; each client trains the whole model and prunes its units to its width share by PLATON's upper-confidence-bound importance; elements averaged over the clients that kept them",
+        paper: "Zhang et al., PLATON, ICML 2022 (a baseline of Li et al., Co-S²P, arXiv:2410.08457)",
+        preset: include_str!("../presets/fedavg-platon.toml"),
+        origin: module_path!(),
+    }
+}
+
 // The model must be the masked network: `[model] name = "probability-mask"` with the frozen
 // network as `base = { name = ... }`; scores train best with Adam at a high rate (FedPM: 0.1).
 inventory::submit! {

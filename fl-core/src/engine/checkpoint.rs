@@ -159,6 +159,9 @@ struct JobState {
     outcome_lr_sum: f64,
     #[serde(default)]
     outcome_pull_merge: Option<PullMerge>,
+    /// The units that outcome kept, where its job pruned while training.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    outcome_kept_units: Option<Vec<Option<Vec<i64>>>>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -339,7 +342,7 @@ pub(super) fn save(w: &World, scheduler: &dyn crate::scheduler::Scheduler) -> Re
     let (scheduler, aggregator, mask_policy) = (store.component(sched)?, store.component(agg)?, store.component(mask)?);
     let mut in_flight = Vec::with_capacity(w.in_flight.len());
     for (&job, f) in &w.in_flight {
-        let (outcome, outcome_state, outcome_lr_sum, outcome_pull_merge) = match &f.work {
+        let (outcome, outcome_state, outcome_lr_sum, outcome_pull_merge, outcome_kept_units) = match &f.work {
             Work::Cohort(slot, i) => {
                 let o = slot.outcome(*i).map_err(|e| crate::error::EngineError::JobFailed {
                     job,
@@ -347,9 +350,9 @@ pub(super) fn save(w: &World, scheduler: &dyn crate::scheduler::Scheduler) -> Re
                     source: Box::new(e),
                 })?;
                 let state = o.state.as_ref().map(|s| store.set(s)).transpose()?;
-                (Some((store.set(&o.params)?, o.mean_loss, o.steps)), state, o.lr_sum, o.pull_merge)
+                (Some((store.set(&o.params)?, o.mean_loss, o.steps)), state, o.lr_sum, o.pull_merge, o.kept_units)
             }
-            Work::Deferred | Work::Session(_) => (None, None, 0.0, None),
+            Work::Deferred | Work::Session(_) => (None, None, 0.0, None, None),
         };
         in_flight.push(JobState {
             job,
@@ -371,6 +374,7 @@ pub(super) fn save(w: &World, scheduler: &dyn crate::scheduler::Scheduler) -> Re
             outcome_state,
             outcome_lr_sum,
             outcome_pull_merge,
+            outcome_kept_units,
         });
     }
     let pending = w
@@ -547,6 +551,7 @@ pub(super) fn restore(
         let start = mask.extract(&base);
         let pulled = j.pulled.map(|id| loaded.set(id)).transpose()?;
         let (outcome_state, outcome_lr_sum, pull_merge) = (j.outcome_state, j.outcome_lr_sum, j.outcome_pull_merge);
+        let kept_units = j.outcome_kept_units;
         let work = match (j.outcome, j.pull_share) {
             (Some((params, mean_loss, steps)), _) => {
                 let state = outcome_state.map(|id| loaded.set(id)).transpose()?;
@@ -557,6 +562,7 @@ pub(super) fn restore(
                     lr_sum: outcome_lr_sum,
                     pull_merge,
                     state,
+                    kept_units,
                 };
                 Work::Cohort(Arc::new(CohortSlot::done(vec![outcome])), 0)
             }

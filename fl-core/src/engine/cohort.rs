@@ -96,6 +96,7 @@ impl CohortSlot {
                 lr_sum: o.lr_sum,
                 pull_merge: o.pull_merge,
                 state: o.state.as_ref().map(|s| s.shallow_clone()),
+                kept_units: o.kept_units.clone(),
             })
         })
     }

@@ -225,14 +225,17 @@ impl World {
     /// one nothing; the client downloads what it holds and uploads what it trains.
     pub(super) fn job_cost(&self, client: usize, mask: &Mask) -> JobCost {
         // A client that chooses its width trains (and uploads) what its budget keeps, after
-        // training its scores over the whole held sub-model in a mask round.
+        // training its scores over the whole held sub-model in a mask round; one that prunes
+        // while training trains the whole held sub-model and uploads what its budget keeps.
         let (trained, mask_passes) = match self.width_trained(mask) {
+            Some((_, _)) if self.trainer.prunes_while_training() => (mask.shallow_clone(), 0.0),
             Some((sized, budget)) if budget.learn => {
                 (sized, self.trainer.width_mask_passes(self.clients[client].samples))
             }
             Some((sized, _)) => (sized, 0.0),
             None => (mask.shallow_clone(), 0.0),
         };
+        let uploaded_mask = self.width_trained(mask).map_or_else(|| trained.shallow_clone(), |(sized, _)| sized);
         let forward = |m: &Mask| -> Vec<f64> {
             let kept = m.kept_per_tensor(&self.shapes);
             match self.devices.pricing {
@@ -243,7 +246,7 @@ impl World {
                 }
             }
         };
-        let uploaded = trained.uploaded_per_tensor(&self.shapes);
+        let uploaded = uploaded_mask.uploaded_per_tensor(&self.shapes);
         let held = mask.held_per_tensor(&self.shapes);
         let flops = forward(&trained);
         let samples = self.clients[client].samples;
@@ -277,13 +280,14 @@ impl World {
 
     /// A job's memory estimate ([`crate::job_memory()`]). A client that chooses its width
     /// needs the larger of its score epochs (the whole held window forward and backward, no
-    /// weight gradients or optimizer states) and its weight epochs (the budget-sized sub-model).
+    /// weight gradients or optimizer states) and its weight epochs (the budget-sized sub-model);
+    /// one that prunes while training, the whole held sub-model's.
     fn job_memory_estimate(&self, client: usize, mask: &Mask) -> JobMemory {
         let batch = self.trainer.batch_size().unwrap_or(1).min(self.clients[client].samples.max(1));
         let states = self.trainer.optimizer_states();
         let estimate = |m: &Mask| job_memory(self.model.as_ref(), &self.shapes, m, states, batch);
         match self.width_trained(mask) {
-            Some((sized, budget)) => {
+            Some((sized, budget)) if !self.trainer.prunes_while_training() => {
                 let weights = estimate(&sized);
                 let whole = estimate(mask);
                 let scores = JobMemory { gradients: 0.0, optimizer: 0.0, ..whole };
@@ -544,7 +548,7 @@ impl World {
         if self.in_flight.get(&job).is_some_and(|f| matches!(f.work, Work::Deferred)) {
             self.flush();
         }
-        let f = self.in_flight.remove(&job).expect("every arrival has an in-flight job");
+        let mut f = self.in_flight.remove(&job).expect("every arrival has an in-flight job");
         let fail = |e: JobFailure| EngineError::JobFailed { job, client: f.client, source: Box::new(e) };
         let out: TrainOutcome = match f.work {
             Work::Cohort(slot, i) => slot.take(i).map_err(fail)?,
@@ -553,7 +557,15 @@ impl World {
             }
             Work::Deferred => unreachable!("flushed above"),
         };
-        let delta = f.mask.scatter_named(&out.params.sub(&f.start), self.global.names(), &self.shapes);
+        let mut delta = f.mask.scatter_named(&out.params.sub(&f.start), self.global.names(), &self.shapes);
+        // A job that pruned while training covers the units it kept, no others.
+        if let (Some(kept), Mask::Structured(held)) = (&out.kept_units, &f.mask) {
+            let narrowed = held.narrowed(self.model.structure(), kept);
+            narrowed.validate(&self.shapes)?;
+            let narrowed = Mask::Structured(narrowed);
+            delta = narrowed.scatter_named(&narrowed.extract(&delta), self.global.names(), &self.shapes);
+            f.mask = narrowed;
+        }
         let (train_loss, lr_sum, pull_merge) = (out.mean_loss, out.lr_sum, out.pull_merge);
         if self.clients[f.client].test.is_some() {
             self.last_mask[f.client] = Some(f.mask.shallow_clone());

@@ -137,6 +137,7 @@ impl TrainSession for SgdSession {
         let trained = self.params.into_iter().map(|p| p.detach()).collect();
         Ok(vec![TrainOutcome {
             state: None,
+            kept_units: None,
             params: ParamSet::new(self.start.names().to_vec(), trained)?,
             mean_loss,
             steps: self.step,

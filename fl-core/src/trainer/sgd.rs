@@ -40,6 +40,7 @@ use crate::trainer::cuda_graph;
 use crate::trainer::decay_gradient::DecayGradient;
 use crate::trainer::distill::DistillConfig;
 use crate::trainer::learned_pull::{LearnedPullConfig, PullControls};
+use crate::trainer::platon::{Platon, PlatonConfig};
 use crate::trainer::rates::{ClientRates, DelayScaling, LrDecay, Moments, RateConfig, RateTable};
 use crate::trainer::schedule::{BatchSchedule, StepAt};
 use crate::trainer::width_masks::{CohortInputs, WidthMaskConfig, WidthMasks};
@@ -146,12 +147,16 @@ pub struct SgdConfig {
     /// cross-entropy alone.
     pub distill: Option<DistillConfig>,
     /// How a client whose job lets it choose its width learns its mask before its weights
-    /// (Co-S²P, [`crate::trainer::width_masks`]); absent: such jobs are refused.
+    /// (Co-S²P, [`crate::trainer::width_masks`]); absent: such jobs are refused unless
+    /// `platon` is set.
     pub width_masks: Option<WidthMaskConfig>,
+    /// Instead of `width_masks`: such a client trains its whole held sub-model and prunes it
+    /// to its budget on the way, by PLATON's importance ([`crate::trainer::platon`]).
+    pub platon: Option<PlatonConfig>,
     /// On CUDA, capture each step shape of a cohort once as a CUDA graph and replay it (one
     /// launch a step instead of a hundred; [`crate::trainer::cuda_graph`]), where the build
     /// has CUDA graphs and the options allow (cohorts of at most 128 clients, SGD or Adam, no
-    /// early stopping, pulls, FedDyn, MOON, ASO-Fed, augmentation, distillation or learned
+    /// early stopping, pulls, FedDyn, MOON, ASO-Fed, augmentation, distillation, learned or pruned
     /// widths, a [`Model::replayable`] model); default on.
     /// No effect on CPU. Left out of the resolved config while on: it changes no result (the
     /// kdd23 cell's metrics are byte-identical either way), and runs resume across it.
@@ -189,6 +194,7 @@ impl Default for SgdConfig {
             augment: None,
             distill: None,
             width_masks: None,
+            platon: None,
             cuda_graphs: true,
         }
     }
@@ -221,6 +227,15 @@ impl SgdConfig {
                 return Err(InvalidKey::new(
                     "width_masks",
                     "the client's scores are its state: drop dyn_alpha, moon_mu, aso_beta and learned_pull",
+                ));
+            }
+        }
+        if let Some(platon) = &self.platon {
+            platon.validate()?;
+            if self.width_masks.is_some() {
+                return Err(InvalidKey::new(
+                    "platon",
+                    "a client chooses its width one way: by learned masks (width_masks) or by pruning while training (platon), not both",
                 ));
             }
         }
@@ -357,6 +372,10 @@ impl LocalTrainer for Sgd {
         self.cfg.width_masks.as_ref().map_or(0.0, |w| (w.epochs * samples) as f64)
     }
 
+    fn prunes_while_training(&self) -> bool {
+        self.cfg.platon.is_some()
+    }
+
     fn split(&self) -> Option<&SplitConfig> {
         self.cfg.split.as_ref()
     }
@@ -419,6 +438,8 @@ struct SgdCohort {
     pull: Option<(LearnedPullConfig, Vec<PullControls>)>,
     /// Co-S²P: the clients' learned width masks, when the jobs choose their widths.
     width: Option<WidthMasks>,
+    /// PLATON: the clients' pruning while training, when the jobs choose their widths so.
+    platon: Option<Platon>,
     /// FedASMU's learned merge, its weight and reward (a cohort of one).
     pull_merge: Option<PullMerge>,
     schedule: BatchSchedule,
@@ -615,16 +636,24 @@ impl SgdCohort {
         });
         let noise = CohortNoise::new(order.iter().map(|&j| jobs[j].noise.clone()).collect(), device);
         let schedule = BatchSchedule::draw_for_jobs(&mut jobs, &order, &steps, sgd.cfg.batch_size, device);
-        let width = match (&sgd.cfg.width_masks, jobs[order[0]].width.is_some()) {
-            (Some(cfg), true) => Some(WidthMasks::new(cfg, model.structure(), &mut jobs, &order, sgd.cfg.batch_size)?),
-            (None, true) => {
+        let (mut width, mut platon) = (None, None);
+        match (&sgd.cfg.width_masks, &sgd.cfg.platon, &jobs[order[0]].width) {
+            (Some(cfg), _, Some(_)) => {
+                width = Some(WidthMasks::new(cfg, model.structure(), &mut jobs, &order, sgd.cfg.batch_size)?);
+            }
+            (None, Some(cfg), Some(budget)) => {
+                let ratios: Vec<f64> = order.iter().map(|&j| jobs[j].width.as_ref().map_or(1.0, |w| w.ratio)).collect();
+                let slot_steps: Vec<usize> = order.iter().map(|&j| steps[j]).collect();
+                platon = Some(Platon::new(cfg, model.structure(), budget, &names, &start, &slot_steps, &ratios)?);
+            }
+            (None, None, Some(_)) => {
                 return Err(Error::component(
                     NAME,
-                    "the jobs let their clients learn their widths (a `learned` width of the mask policy): set [trainer] width_masks",
+                    "the jobs let their clients choose their widths (the mask policy sets a width budget): set [trainer] width_masks or [trainer] platon",
                 ));
             }
-            (_, false) => None,
-        };
+            (_, _, None) => {}
+        }
         let cfg = &sgd.cfg;
         let rate_config = RateConfig {
             lr: cfg.lr,
@@ -670,6 +699,7 @@ impl SgdCohort {
             decay,
             pull,
             width,
+            platon,
             pull_merge: None,
             schedule,
             noise,
@@ -727,7 +757,7 @@ impl SgdCohort {
     /// and with options whose steps keep no host state that changes from step to step.
     /// Early stopping (its epoch ends are host branches) and the pulled model's merge run
     /// eagerly, and so, until they are checked under capture on a GPU, do Adan, FedDyn, MOON,
-    /// ASO-Fed, augmentation, distillation and learned widths.
+    /// ASO-Fed, augmentation, distillation and learned or pruned widths.
     fn graphable(&self) -> bool {
         self.cfg.cuda_graphs
             && self.clients() <= MAX_GRAPH_CLIENTS
@@ -741,6 +771,7 @@ impl SgdCohort {
             && self.decay.is_none()
             && self.pull.is_none()
             && self.width.is_none()
+            && self.platon.is_none()
             && self.cfg.augment.is_none()
             && self.cfg.distill.is_none()
     }
@@ -855,7 +886,15 @@ impl SgdCohort {
         if let Some(decay) = &mut self.decay {
             decay.apply(&mut grads, k);
         }
+        if let Some(platon) = &mut self.platon {
+            platon.observe(&self.params, &grads, k);
+        }
         tch::no_grad(|| self.update(t, k, grads));
+        if let Some(platon) = &mut self.platon {
+            platon
+                .prune(t, k, self.model.structure(), &self.names, &mut self.params)
+                .expect("the budget's tensors were found when the cohort started");
+        }
         if let Some(stop) = &mut self.stopping {
             stop.after_step(t, k, &batch_loss);
         }
@@ -1174,6 +1213,7 @@ impl TrainSession for SgdCohort {
                 lr_sum: self.rates.step_sum(slot, done),
                 pull_merge: self.pull_merge,
                 state,
+                kept_units: self.platon.as_ref().map(|p| p.kept_units(slot, self.model.structure())),
             });
         }
         Ok(outcomes.into_iter().map(|o| o.expect("every slot filled")).collect())

@@ -3,6 +3,7 @@
 
 pub mod fedrolex;
 pub mod heterofl;
+pub mod own_width;
 #[cfg(test)]
 mod testing;
 pub mod width_levels;

@@ -1,0 +1,108 @@
+//! FedAvg+PLATON on real Fashion-MNIST with a small ViT: the slow clients receive the whole
+//! model, prune their heads and neurons to their width share while training, and upload the
+//! units they kept, no others; the server averages each element over the clients that kept it,
+//! and the global model learns.
+
+use std::sync::Mutex;
+
+use fl_algo_baselines::{CoverageMean, CoverageMeanConfig};
+use fl_core::tch::{Device, Kind, Tensor};
+use fl_core::{AggregateCtx, Aggregator, ClientUpdate, Experiment, Mask, ParamSet, Result, RunOptions};
+use fl_data as _;
+use fl_models as _;
+
+/// What each update covered: client, parameters its mask keeps, whether it carries a budget
+/// still, and whether its delta is zero outside its mask.
+static SEEN: Mutex<Vec<(usize, i64, bool, bool)>> = Mutex::new(Vec::new());
+
+/// `coverage-mean`, recording what every update covers.
+struct Recorded(CoverageMean);
+
+impl Recorded {
+    fn new() -> Self {
+        Recorded(CoverageMean::new(CoverageMeanConfig::default()))
+    }
+}
+
+impl Aggregator for Recorded {
+    fn aggregate(&mut self, global: &ParamSet, updates: &[ClientUpdate], ctx: &AggregateCtx) -> Result<ParamSet> {
+        let shapes = global.shapes();
+        for u in updates {
+            let dense = u.mask.dense(&shapes, Device::Cpu);
+            let outside: f64 = u
+                .delta
+                .tensors()
+                .iter()
+                .zip(&dense)
+                .map(|(d, m)| {
+                    let off: Tensor = m.ones_like() - m;
+                    (d.to_device(Device::Cpu) * off).abs().sum(Kind::Double).double_value(&[])
+                })
+                .sum();
+            let kept = match &u.mask {
+                Mask::Full => shapes.iter().map(|s| s.iter().product::<i64>()).sum(),
+                m => m.kept_params(&shapes),
+            };
+            SEEN.lock().unwrap().push((u.client, kept, u.mask.width_budget().is_some(), outside == 0.0));
+        }
+        self.0.aggregate(global, updates, ctx)
+    }
+}
+
+fl_core::register!(Aggregator "recorded-coverage-mean" => Recorded::new(),
+    summary: "coverage-mean that records what each update covers (a test's)",
+    paper: "-");
+
+#[test]
+fn slow_clients_prune_while_training_and_upload_the_units_they_kept() {
+    let text = r#"
+        seed = 3
+        clients = 4
+        method = "fedavg-platon"
+        [dataset]
+        name = "fashion-mnist"
+        train_samples = 3000
+        test_samples = 1000
+        [partition]
+        name = "dirichlet"
+        alpha = 1.5
+        [model]
+        name = "vit"
+        depth = 2
+        hidden = 32
+        mlp = 64
+        heads = 4
+        patch = 7
+        [trainer]
+        optimizer = "adam"
+        lr = 0.003
+        batch_size = 32
+        [mask]
+        levels = [1.0, 0.25]
+        [scheduler]
+        rounds = 8
+        clients_per_round = 4
+        [aggregator]
+        name = "recorded-coverage-mean"
+        [devices]
+        flops_per_s = { dist = "per-client", values = [1e10, 1e10, 2.5e9, 2.5e9] }
+    "#;
+    let e = Experiment::parse(text, "platon").unwrap();
+    let opts = RunOptions { device: Device::Cpu, workers: 2, data_dir: fl_build::data_dir() };
+    let summary = e.build(&opts).unwrap().run(&mut ()).unwrap();
+    assert!(summary.best_accuracy > 0.5, "best accuracy {}", summary.best_accuracy);
+    let seen = SEEN.lock().unwrap().clone();
+    assert_eq!(seen.len(), 32, "8 rounds of 4 updates");
+    let full = seen.iter().filter(|s| s.0 < 2).map(|s| s.1).max().unwrap();
+    for &(client, kept, budget, zero_outside) in &seen {
+        assert!(!budget && zero_outside, "client {client}: an update keeps its budget or moves outside its mask");
+        if client < 2 {
+            assert_eq!(kept, full, "a full-speed client keeps the whole model");
+        } else {
+            // The blocks' heads and neurons, most of the model, are pruned to a quarter of their
+            // parameters; the embeddings, LayerNorms, projection biases and head stay whole
+            // (6228 of 19,658 parameters kept).
+            assert!(kept > full / 4 && kept < full * 2 / 5, "client {client} kept {kept} of {full}");
+        }
+    }
+}
