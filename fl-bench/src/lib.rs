@@ -63,6 +63,7 @@ impl MlpWorkload {
                 delay: 0.0,
                 width: None,
                 state: None,
+                batch_size: None,
             })
             .expect("training runs");
         out.mean_loss

@@ -27,6 +27,10 @@ pub struct DeviceProfile {
     /// Memory a job may use, bytes ([`crate::job_memory()`]); infinite: no limit.
     #[serde(skip_serializing_if = "is_unlimited")]
     pub memory_bytes: f64,
+    /// The device's mini-batch size (Co-S²P's Table 7: 8 on a Jetson NX, 128 on an AGX 64GB);
+    /// None: the trainer's `batch_size`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch_size: Option<usize>,
 }
 
 fn is_unlimited(bytes: &f64) -> bool {
@@ -260,6 +264,10 @@ pub struct DevicesConfig {
     /// Memory a job may use on the device, bytes, drawn once per device (absent: no limit). A
     /// job whose estimate ([`crate::job_memory()`]) exceeds it is refused with an error.
     pub memory_bytes: Option<Quantity>,
+    /// The device's mini-batch size, drawn once per device (whole numbers ≥ 1; absent: the
+    /// trainer's `batch_size` for every device). Clients of different batch sizes train in
+    /// separate cohorts.
+    pub batch_size: Option<Quantity>,
 }
 
 impl Default for DevicesConfig {
@@ -272,6 +280,7 @@ impl Default for DevicesConfig {
             pricing: Pricing::Compute,
             session_s: None,
             memory_bytes: None,
+            batch_size: None,
         }
     }
 }
@@ -305,6 +314,24 @@ impl DevicesConfig {
         if let Some(memory) = &self.memory_bytes {
             memory.validate().map_err(|e| InvalidKey::new("memory_bytes", e))?;
         }
+        if let Some(batch) = &self.batch_size {
+            batch.validate().map_err(|e| InvalidKey::new("batch_size", e))?;
+            let whole = match batch {
+                Quantity::Constant { value } => vec![*value],
+                Quantity::Classes { values, .. } | Quantity::Quota { values, .. } | Quantity::PerClient { values } => {
+                    values.clone()
+                }
+                Quantity::Uniform { .. } | Quantity::LogNormal { .. } => {
+                    return Err(InvalidKey::new(
+                        "batch_size",
+                        "expected whole numbers: constant, classes, quota or per-client values",
+                    ));
+                }
+            };
+            if let Some(bad) = whole.iter().find(|v| !(**v >= 1.0 && v.fract() == 0.0 && v.is_finite())) {
+                return Err(InvalidKey::new("batch_size", format!("expected whole numbers ≥ 1, got {bad}")));
+            }
+        }
         if !(0.0..=MAX_JITTER).contains(&self.jitter) {
             return Err(InvalidKey::new(
                 "jitter",
@@ -326,6 +353,7 @@ impl DevicesConfig {
             ("down_bytes_per_s", Some(&self.down_bytes_per_s)),
             ("memory_bytes", self.memory_bytes.as_ref()),
             ("session_s", self.session_s.as_ref()),
+            ("batch_size", self.batch_size.as_ref()),
         ];
         for (key, q) in quantities {
             if let Some(Quantity::PerClient { values }) = q
@@ -348,6 +376,7 @@ impl DevicesConfig {
                 up_bytes_per_s: pick(&up, &self.up_bytes_per_s, c, rng),
                 down_bytes_per_s: pick(&down, &self.down_bytes_per_s, c, rng),
                 memory_bytes: f64::INFINITY,
+                batch_size: None,
             })
             .collect();
         // Drawn after the rest, so that the other draws are those of a run without it.
@@ -355,6 +384,12 @@ impl DevicesConfig {
             let quota = memory.draw_quota(clients, rng);
             for (c, p) in profiles.iter_mut().enumerate() {
                 p.memory_bytes = pick(&quota, memory, c, rng);
+            }
+        }
+        if let Some(batch) = &self.batch_size {
+            let quota = batch.draw_quota(clients, rng);
+            for (c, p) in profiles.iter_mut().enumerate() {
+                p.batch_size = Some(pick(&quota, batch, c, rng) as usize);
             }
         }
         Ok(profiles)
@@ -402,17 +437,55 @@ mod tests {
     }
 
     #[test]
+    fn device_batch_sizes_are_drawn_last_and_must_be_whole() {
+        let plain = DevicesConfig { memory_bytes: Some(Quantity::Constant { value: 8e9 }), ..DevicesConfig::default() };
+        let batched = DevicesConfig {
+            batch_size: Some(Quantity::PerClient { values: vec![8.0, 64.0, 64.0, 128.0] }),
+            ..plain.clone()
+        };
+        let a = plain.draw(4, &mut crate::rng::stream(2, &[0])).unwrap();
+        let b = batched.draw(4, &mut crate::rng::stream(2, &[0])).unwrap();
+        assert!(a.iter().all(|p| p.batch_size.is_none()));
+        for (x, y) in a.iter().zip(&b) {
+            assert_eq!(DeviceProfile { batch_size: None, ..y.clone() }, *x, "the other draws are unchanged");
+        }
+        assert_eq!(b.iter().map(|p| p.batch_size).collect::<Vec<_>>(), [Some(8), Some(64), Some(64), Some(128)]);
+        let bad =
+            |q: Quantity| DevicesConfig { batch_size: Some(q), ..DevicesConfig::default() }.validate().unwrap_err();
+        for q in [
+            Quantity::Constant { value: 0.5 },
+            Quantity::PerClient { values: vec![8.0, 12.5] },
+            Quantity::Uniform { low: 8.0, high: 64.0 },
+        ] {
+            assert_eq!(bad(q).key, "batch_size");
+        }
+        let short =
+            DevicesConfig { batch_size: Some(Quantity::PerClient { values: vec![8.0] }), ..DevicesConfig::default() };
+        assert!(short.draw(2, &mut crate::rng::stream(2, &[0])).is_err());
+    }
+
+    #[test]
     fn duration_adds_transfer_and_compute() {
-        let p =
-            DeviceProfile { flops_per_s: 1e9, up_bytes_per_s: 1e6, down_bytes_per_s: 2e6, memory_bytes: f64::INFINITY };
+        let p = DeviceProfile {
+            flops_per_s: 1e9,
+            up_bytes_per_s: 1e6,
+            down_bytes_per_s: 2e6,
+            memory_bytes: f64::INFINITY,
+            batch_size: None,
+        };
         let c = JobCost { down_bytes: 4e6, train_flops: 3e9, up_bytes: 1e6, ..Default::default() };
         assert_eq!(p.duration_s(&c), 2.0 + 3.0 + 1.0);
     }
 
     #[test]
     fn a_split_job_waits_for_the_server_and_the_relay() {
-        let p =
-            DeviceProfile { flops_per_s: 1e9, up_bytes_per_s: 1e6, down_bytes_per_s: 2e6, memory_bytes: f64::INFINITY };
+        let p = DeviceProfile {
+            flops_per_s: 1e9,
+            up_bytes_per_s: 1e6,
+            down_bytes_per_s: 2e6,
+            memory_bytes: f64::INFINITY,
+            batch_size: None,
+        };
         let c = JobCost { down_bytes: 4e6, train_flops: 3e9, up_bytes: 1e6, relay_bytes: 2e6, server_s: 0.5 };
         let phases = p.phases(&c);
         assert_eq!(phases.compute_s, 3.0 + 0.5 + 2.0 + 1.0);

@@ -122,8 +122,13 @@ pub struct RecordingContext {
 impl RecordingContext {
     /// `clients` idle clients, the scheduler's random stream from `seed`.
     pub fn new(clients: usize, seed: u64) -> Self {
-        let profile =
-            DeviceProfile { flops_per_s: 1e9, up_bytes_per_s: 1e6, down_bytes_per_s: 1e6, memory_bytes: f64::INFINITY };
+        let profile = DeviceProfile {
+            flops_per_s: 1e9,
+            up_bytes_per_s: 1e6,
+            down_bytes_per_s: 1e6,
+            memory_bytes: f64::INFINITY,
+            batch_size: None,
+        };
         let w = Tensor::zeros([1], (Kind::Float, Device::Cpu));
         RecordingContext {
             now: 0,

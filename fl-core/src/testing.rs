@@ -121,6 +121,7 @@ pub fn profiles(speeds: &[f64]) -> Vec<DeviceProfile> {
             up_bytes_per_s: 1.0,
             down_bytes_per_s: 1.0,
             memory_bytes: f64::INFINITY,
+            batch_size: None,
         })
         .collect()
 }

@@ -74,17 +74,21 @@ pub struct TrainJob {
     /// What the trainer kept of this client's previous job ([`TrainOutcome::state`]: FedDyn's
     /// gradient estimate, a previous model), on the compute device; none at its first job.
     pub state: Option<ParamSet>,
+    /// The client's mini-batch size where its device sets one
+    /// ([`crate::DeviceProfile::batch_size`]); None: the trainer's.
+    pub batch_size: Option<usize>,
 }
 
 impl TrainJob {
-    /// What jobs must share to train as one cohort: their starting tensors' shapes, which of
-    /// them are frozen, which tensors of the model they are, and the groups whose widths they
-    /// learn and whether they train their scores.
+    /// What jobs must share to train as one cohort ([`JobSignature`]).
     pub fn signature(&self) -> JobSignature {
-        let frozen = if self.frozen.iter().any(|&f| f) { self.frozen.clone() } else { Vec::new() };
-        let width = self.width.as_ref().map(|w| (w.learned.clone(), w.random.clone(), w.learn));
-        // Sub-models of equal shapes may still hold other tensors (a depth window's exits).
-        (self.params.shapes(), frozen, self.params.names().to_vec(), width)
+        JobSignature {
+            shapes: self.params.shapes(),
+            frozen: if self.frozen.iter().any(|&f| f) { self.frozen.clone() } else { Vec::new() },
+            names: self.params.names().to_vec(),
+            width: self.width.as_ref().map(|w| (w.learned.clone(), w.random.clone(), w.learn)),
+            batch_size: self.batch_size,
+        }
     }
 
     /// Per starting tensor, whether the job trains it: not a buffer of the model (found by
@@ -104,7 +108,21 @@ impl TrainJob {
 }
 
 /// What jobs of one cohort share ([`TrainJob::signature`]).
-pub type JobSignature = (Vec<Vec<i64>>, Vec<bool>, Vec<String>, Option<(Vec<usize>, Vec<usize>, bool)>);
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct JobSignature {
+    /// The starting tensors' shapes.
+    pub shapes: Vec<Vec<i64>>,
+    /// Which of them are frozen (empty: none).
+    pub frozen: Vec<bool>,
+    /// Which tensors of the model they are: sub-models of equal shapes may hold other tensors
+    /// (a depth window's exits).
+    pub names: Vec<String>,
+    /// The groups whose widths the clients choose (learned, random) and whether they train
+    /// their scores.
+    pub width: Option<(Vec<usize>, Vec<usize>, bool)>,
+    /// The clients' mini-batch size, where their devices set one.
+    pub batch_size: Option<usize>,
+}
 
 /// What a job returns to the engine.
 pub struct TrainOutcome {
@@ -201,7 +219,7 @@ pub trait TrainSession: Send {
 ///
 /// impl LocalTrainer for NoTraining {
 ///     fn start(&self, jobs: Vec<TrainJob>) -> Result<Box<dyn TrainSession>> { Ok(Box::new(Idle(jobs))) }
-///     fn sample_passes(&self, samples: usize) -> f64 { samples as f64 }
+///     fn sample_passes(&self, samples: usize, _batch: Option<usize>) -> f64 { samples as f64 }
 /// }
 /// # let _: std::sync::Arc<dyn LocalTrainer> = std::sync::Arc::new(NoTraining);
 /// ```
@@ -216,9 +234,10 @@ pub trait LocalTrainer: Send + Sync {
         false
     }
 
-    /// Sample passes (forward + backward of one sample) a job makes over `samples` samples;
-    /// the cost model turns this into FLOPs and virtual seconds.
-    fn sample_passes(&self, samples: usize) -> f64;
+    /// Sample passes (forward + backward of one sample) a job makes over `samples` samples in
+    /// mini-batches of `batch` (None: the trainer's); the cost model turns this into FLOPs and
+    /// virtual seconds.
+    fn sample_passes(&self, samples: usize, batch: Option<usize>) -> f64;
 
     /// Sample passes a job whose client learns its width ([`TrainJob::width`]) makes over
     /// `samples` samples training its scores, before its weights; priced over the held
@@ -235,9 +254,10 @@ pub trait LocalTrainer: Send + Sync {
         false
     }
 
-    /// Optimisation steps (mini-batches) of a job over `samples` samples.
-    fn steps(&self, samples: usize) -> f64 {
-        self.sample_passes(samples)
+    /// Optimisation steps (mini-batches of `batch`, None: the trainer's) of a job over
+    /// `samples` samples.
+    fn steps(&self, samples: usize, batch: Option<usize>) -> f64 {
+        self.sample_passes(samples, batch)
     }
 
     /// The client/server split its jobs train under (split learning), if any.
@@ -251,7 +271,8 @@ pub trait LocalTrainer: Send + Sync {
         0
     }
 
-    /// Samples per mini-batch, for the job memory estimate; `None` where it has none.
+    /// Samples per mini-batch of a job whose device sets none ([`TrainJob::batch_size`]), for
+    /// the job memory estimate; `None` where it has none.
     fn batch_size(&self) -> Option<usize> {
         None
     }

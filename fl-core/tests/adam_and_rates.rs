@@ -47,6 +47,7 @@ fn job(params: ParamSet, indices: &[i64], delay: f64, seed: u64) -> TrainJob {
         delay,
         width: None,
         state: None,
+        batch_size: None,
     }
 }
 

@@ -96,8 +96,8 @@ impl LocalTrainer for Poisoning {
         Ok(Box::new(PoisonedSession { inner: self.sgd.start(jobs)?, poison }))
     }
 
-    fn sample_passes(&self, samples: usize) -> f64 {
-        self.sgd.sample_passes(samples)
+    fn sample_passes(&self, samples: usize, batch: Option<usize>) -> f64 {
+        self.sgd.sample_passes(samples, batch)
     }
 }
 

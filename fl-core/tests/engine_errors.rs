@@ -35,7 +35,7 @@ impl LocalTrainer for Refuses {
         Err(TrainerError::NoSamples { trainer: "refuses" }.into())
     }
 
-    fn sample_passes(&self, samples: usize) -> f64 {
+    fn sample_passes(&self, samples: usize, _batch: Option<usize>) -> f64 {
         samples as f64
     }
 }

@@ -31,6 +31,7 @@ fn job(grad_mask: Option<Vec<Option<Tensor>>>) -> TrainJob {
         delay: 0.0,
         width: None,
         state: None,
+        batch_size: None,
     }
 }
 
@@ -484,4 +485,29 @@ fn a_client_chooses_its_width_one_way() {
     let both =
         SgdConfig { platon: Some(Default::default()), width_masks: Some(Default::default()), ..Default::default() };
     assert_eq!(both.validate().unwrap_err().key, "platon");
+}
+
+#[test]
+fn a_devices_batch_size_overrides_the_trainers_and_splits_cohorts() {
+    // Batch 1 from the device on a trainer of batch 2 trains as a trainer of batch 1: six
+    // steps an epoch over the six samples, not three.
+    let own = Sgd::new(SgdConfig { batch_size: 1, epochs: 2, lr: 0.1, ..Default::default() });
+    let wide = Sgd::new(SgdConfig { batch_size: 2, epochs: 2, lr: 0.1, ..Default::default() });
+    let by_device = wide.train(TrainJob { batch_size: Some(1), ..job(None) }).unwrap();
+    let by_trainer = own.train(job(None)).unwrap();
+    assert_eq!(by_device.steps, 12);
+    assert_eq!(flat(&by_device.params), flat(&by_trainer.params));
+    assert_eq!(wide.train(job(None)).unwrap().steps, 6);
+    assert_eq!((wide.steps(6, Some(1)), wide.steps(6, None)), (12.0, 6.0));
+    // Jobs of two batch sizes do not train as one cohort (the engine keeps them apart).
+    let first = job(None);
+    let second = TrainJob {
+        model: Arc::clone(&first.model),
+        data: first.data.shallow_clone(),
+        batch_size: Some(1),
+        ..job(None)
+    };
+    let mixed = wide.train_cohort(vec![first, second]);
+    let message = mixed.err().expect("a mixed cohort is refused").to_string();
+    assert!(message.contains("batch size"), "{message}");
 }

@@ -30,10 +30,10 @@
 //! `pos_embed` N(0, 0.02²), `cls_token` N(0, 10⁻¹²), LayerNorms 1 and 0.
 //!
 //! **Presets** (`preset`; any of `depth`, `hidden`, `mlp`, `heads`, `patch` overrides it):
-//! Co-S²P's Table 4 models `tiny-512` (8 blocks, D 512, MLP 2048, 8 heads, P 16: not DeiT-Ti),
+//! Co-S²P's Table 4 models `tiny512` (8 blocks, D 512, MLP 2048, 8 heads, P 16: not DeiT-Ti),
 //! `base` (ViT-B/16: 12, 768, 3072, 12, 16) and `base-ext` (16 blocks of ViT-B), and two small
-//! ones of the same depth and head structure for the data available here: `small-28`
-//! (8 blocks, D 128, MLP 512, 8 heads, P 7: 16 patches of a 28×28 image) and `small-32`
+//! ones of the same depth and head structure for the data available here: `small28`
+//! (8 blocks, D 128, MLP 512, 8 heads, P 7: 16 patches of a 28×28 image) and `small32`
 //! (the same with P 4: 64 patches of a 32×32 image).
 //!
 //! **Pretrained weights**: `pretrained = { path = "vit_b16.safetensors" }` starts from a timm or
@@ -497,7 +497,7 @@ impl ModelFromConfig for Vit {
 }
 
 fl_core::register!(Model "vit" => Vit,
-    summary: "Vision Transformer (class token, pre-norm blocks; heads and MLP neurons as unit groups; presets tiny-512, base, base-ext, small-28, small-32)",
+    summary: "Vision Transformer (class token, pre-norm blocks; heads and MLP neurons as unit groups; presets tiny512, base, base-ext, small28, small32)",
     paper: "Dosovitskiy et al., An Image is Worth 16x16 Words, ICLR 2021; Co-S²P's Table 4 sizes");
 
 #[cfg(test)]

@@ -102,6 +102,7 @@ impl Case {
                     delay: 0.0,
                     width: None,
                     state: None,
+                    batch_size: None,
                 }
             })
             .collect()
@@ -260,6 +261,7 @@ fn epoch_losses(name: &str, channels: i64, rounds: usize) -> Vec<f64> {
                     delay: 0.0,
                     width: None,
                     state: None,
+                    batch_size: None,
                 })
                 .unwrap();
             params = out.params;

@@ -48,6 +48,7 @@ fn job(model: &Arc<dyn Model>, params: ParamSet, width: Option<WidthBudget>, sta
         delay: 0.0,
         width,
         state,
+        batch_size: None,
     }
 }
 

@@ -617,3 +617,31 @@ fn jobs_that_pull_resume_before_and_after_their_pull() {
         }));
     }
 }
+
+/// The global model after every client trained once (one epoch) under a trainer of batch
+/// `trainer_batch` on devices of batch sizes `device_batch`.
+fn batch_run(trainer_batch: usize, device_batch: Option<Quantity>) -> ParamSet {
+    let arrivals = Arc::new(Mutex::new(Vec::new()));
+    let scheduler = Box::new(Recorder { arrivals });
+    let aggregator = Box::new(WeightedMean::new(WeightedMeanConfig::default()));
+    let mut s = setup(scheduler, aggregator, Box::new(Constant));
+    s.trainer = Arc::new(Sgd::new(SgdConfig { batch_size: trainer_batch, lr: 0.5, ..Default::default() }));
+    s.devices.batch_size = device_batch;
+    let mut sim = Simulation::new(s).unwrap();
+    sim.run(&mut ()).unwrap();
+    sim.global().deep_clone()
+}
+
+#[test]
+fn a_devices_batch_size_reaches_its_clients_jobs() {
+    let flat = |p: &ParamSet| {
+        p.tensors().iter().flat_map(|t| Vec::<f32>::try_from(t.reshape([-1])).unwrap()).collect::<Vec<_>>()
+    };
+    // Devices of batch 1 under a trainer of batch 8 train as a trainer of batch 1 (one step a
+    // sample, not one an epoch); per-client sizes mix the two, client by client.
+    let by_device = flat(&batch_run(8, Some(Quantity::Constant { value: 1.0 })));
+    assert_eq!(by_device, flat(&batch_run(1, None)));
+    assert_ne!(by_device, flat(&batch_run(8, None)));
+    let mixed = flat(&batch_run(8, Some(Quantity::PerClient { values: vec![1.0, 8.0, 8.0] })));
+    assert!(mixed != by_device && mixed != flat(&batch_run(8, None)));
+}

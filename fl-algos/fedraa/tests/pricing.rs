@@ -38,6 +38,7 @@ fn seconds_per_job(mask_policy: Box<dyn MaskPolicy>, pricing: Pricing) -> f64 {
             pricing,
             session_s: None,
             memory_bytes: None,
+            batch_size: None,
         },
         eval: EvalConfig::default(),
         run: RunConfig::default(),

@@ -173,6 +173,7 @@ fn masked_local_training_keeps_masked_weights_at_zero() {
             delay: 0.0,
             width: None,
             state: None,
+            batch_size: None,
         })
         .unwrap();
     let w: Vec<f32> = Vec::try_from(&out.params.tensors()[0].flatten(0, -1)).unwrap();

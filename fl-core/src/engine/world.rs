@@ -249,8 +249,8 @@ impl World {
         let uploaded = uploaded_mask.uploaded_per_tensor(&self.shapes);
         let held = mask.held_per_tensor(&self.shapes);
         let flops = forward(&trained);
-        let samples = self.clients[client].samples;
-        let passes = self.trainer.sample_passes(samples);
+        let (samples, batch) = (self.clients[client].samples, self.profiles[client].batch_size);
+        let passes = self.trainer.sample_passes(samples, batch);
         let client_tensors = self.split.map_or(uploaded.len(), |s| s.client_tensors);
         let bytes = |per_tensor: &[i64]| per_tensor[..client_tensors].iter().sum::<i64>() as f64 * BYTES_PER_PARAM;
         let score_flops = match mask_passes > 0.0 {
@@ -266,7 +266,7 @@ impl World {
         if let Some(split) = self.split {
             cost.relay_bytes = passes * split.activation_floats * BYTES_PER_PARAM;
             cost.server_s = train_flops(flops[client_tensors..].iter().sum(), passes) / split.server_flops_per_s
-                + self.trainer.steps(samples) * split.round_trip_s;
+                + self.trainer.steps(samples, batch) * split.round_trip_s;
         }
         cost
     }
@@ -283,7 +283,11 @@ impl World {
     /// weight gradients or optimizer states) and its weight epochs (the budget-sized sub-model);
     /// one that prunes while training, the whole held sub-model's.
     fn job_memory_estimate(&self, client: usize, mask: &Mask) -> JobMemory {
-        let batch = self.trainer.batch_size().unwrap_or(1).min(self.clients[client].samples.max(1));
+        let batch = self.profiles[client]
+            .batch_size
+            .or(self.trainer.batch_size())
+            .unwrap_or(1)
+            .min(self.clients[client].samples.max(1));
         let states = self.trainer.optimizer_states();
         let estimate = |m: &Mask| job_memory(self.model.as_ref(), &self.shapes, m, states, batch);
         match self.width_trained(mask) {
@@ -434,6 +438,7 @@ impl World {
             delay,
             width: mask.width_budget().cloned(),
             state: personal::trainer_state(state).map(|s| s.to_device(self.global.tensors()[0].device())),
+            batch_size: self.profiles[client].batch_size,
         };
         (job, jitter)
     }

@@ -32,12 +32,12 @@ impl ReferenceSgd {
 }
 
 impl LocalTrainer for ReferenceSgd {
-    fn sample_passes(&self, samples: usize) -> f64 {
-        self.sgd.sample_passes(samples)
+    fn sample_passes(&self, samples: usize, batch: Option<usize>) -> f64 {
+        self.sgd.sample_passes(samples, batch)
     }
 
-    fn steps(&self, samples: usize) -> f64 {
-        self.sgd.steps(samples)
+    fn steps(&self, samples: usize, batch: Option<usize>) -> f64 {
+        self.sgd.steps(samples, batch)
     }
 
     fn split(&self) -> Option<&crate::split::SplitConfig> {
@@ -63,8 +63,9 @@ impl LocalTrainer for ReferenceSgd {
             .map(|(t, on)| t.detach().copy().set_requires_grad(on))
             .collect();
         let noise = CohortNoise::new(vec![job.noise.clone()], device);
+        let batch_size = job.batch_size.unwrap_or(self.sgd.config().batch_size);
         Ok(Box::new(SgdSession {
-            cfg: self.sgd.config().clone(),
+            cfg: SgdConfig { batch_size, ..self.sgd.config().clone() },
             velocity: job.params.tensors().iter().map(|_| None).collect(),
             params,
             start,
@@ -72,7 +73,7 @@ impl LocalTrainer for ReferenceSgd {
             epoch: None,
             position: 0,
             step: 0,
-            total_steps: self.sgd.total_steps(n),
+            total_steps: self.sgd.total_steps(n, Some(batch_size)),
             loss_sum: Tensor::zeros([], (Kind::Float, device)),
             noise,
             job,

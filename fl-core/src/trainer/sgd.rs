@@ -343,9 +343,10 @@ impl Sgd {
         if self.cfg.aso_beta.is_some() { 2 } else { usize::from(self.cfg.dyn_alpha > 0.0 || self.cfg.moon_mu > 0.0) }
     }
 
-    /// Optimisation steps of a job over `samples` samples.
-    pub fn total_steps(&self, samples: usize) -> usize {
-        self.cfg.steps.unwrap_or_else(|| self.cfg.epochs * samples.div_ceil(self.cfg.batch_size))
+    /// Optimisation steps of a job over `samples` samples in mini-batches of `batch` (None:
+    /// `batch_size`).
+    pub fn total_steps(&self, samples: usize, batch: Option<usize>) -> usize {
+        self.cfg.steps.unwrap_or_else(|| self.cfg.epochs * samples.div_ceil(batch.unwrap_or(self.cfg.batch_size)))
     }
 }
 
@@ -356,16 +357,16 @@ impl LocalTrainer for Sgd {
 
     /// Forward + backward passes; MOON's two extra forward passes per sample (global and
     /// previous model) count as 2/3 of a pass each, a backward costing two forwards.
-    fn sample_passes(&self, samples: usize) -> f64 {
+    fn sample_passes(&self, samples: usize, batch: Option<usize>) -> f64 {
         let samples_seen = match self.cfg.steps {
-            Some(steps) => (steps * self.cfg.batch_size.min(samples)) as f64,
+            Some(steps) => (steps * batch.unwrap_or(self.cfg.batch_size).min(samples)) as f64,
             None => (self.cfg.epochs * samples) as f64,
         };
         if self.cfg.moon_mu > 0.0 { samples_seen * (1.0 + 2.0 / 3.0) } else { samples_seen }
     }
 
-    fn steps(&self, samples: usize) -> f64 {
-        self.total_steps(samples) as f64
+    fn steps(&self, samples: usize, batch: Option<usize>) -> f64 {
+        self.total_steps(samples, batch) as f64
     }
 
     fn width_mask_passes(&self, samples: usize) -> f64 {
@@ -516,7 +517,7 @@ impl SgdCohort {
         let device = first.indices.device();
         let trainable = first.trainable();
         let readouts = first.model.structure().readouts(first.params.names());
-        let frozen = first.signature().1;
+        let frozen = first.signature().frozen;
         for (j, job) in jobs.iter().enumerate() {
             if !Arc::ptr_eq(&job.model, &model) || job.data.x.data_ptr() != data.x.data_ptr() {
                 return Err(TrainerError::MixedCohort { trainer: NAME, job: j }.into());
@@ -530,7 +531,7 @@ impl SgdCohort {
                 }
                 .into());
             }
-            if job.signature().1 != frozen {
+            if job.signature().frozen != frozen {
                 return Err(Error::component(
                     NAME,
                     format!(
@@ -540,6 +541,15 @@ impl SgdCohort {
             }
             if job.indices.size()[0] == 0 {
                 return Err(TrainerError::NoSamples { trainer: NAME }.into());
+            }
+            if job.batch_size != first.batch_size {
+                return Err(Error::component(
+                    NAME,
+                    format!(
+                        "job {j} of a cohort has batch size {:?}, its first job {:?} (cohorts share their batch size)",
+                        job.batch_size, first.batch_size
+                    ),
+                ));
             }
         }
         if sgd.cfg.augment.is_some() && (data.x.dim() != 4 || !data.x.is_floating_point()) {
@@ -552,7 +562,13 @@ impl SgdCohort {
                 ),
             ));
         }
-        let steps: Vec<usize> = jobs.iter().map(|j| sgd.total_steps(j.indices.size()[0] as usize)).collect();
+        // The cohort's jobs share their batch size (their signatures are equal).
+        let batch_size = first.batch_size.unwrap_or(sgd.cfg.batch_size);
+        if batch_size == 0 {
+            return Err(Error::component(NAME, "a job's batch size is 0"));
+        }
+        let steps: Vec<usize> =
+            jobs.iter().map(|j| sgd.total_steps(j.indices.size()[0] as usize, Some(batch_size))).collect();
         let mut order: Vec<usize> = (0..jobs.len()).collect();
         order.sort_by_key(|&j| std::cmp::Reverse(steps[j]));
         let stack =
@@ -635,11 +651,11 @@ impl SgdCohort {
             DecayGradient::new(beta, copied(0), copied(1))
         });
         let noise = CohortNoise::new(order.iter().map(|&j| jobs[j].noise.clone()).collect(), device);
-        let schedule = BatchSchedule::draw_for_jobs(&mut jobs, &order, &steps, sgd.cfg.batch_size, device);
+        let schedule = BatchSchedule::draw_for_jobs(&mut jobs, &order, &steps, batch_size, device);
         let (mut width, mut platon) = (None, None);
         match (&sgd.cfg.width_masks, &sgd.cfg.platon, &jobs[order[0]].width) {
             (Some(cfg), _, Some(_)) => {
-                width = Some(WidthMasks::new(cfg, model.structure(), &mut jobs, &order, sgd.cfg.batch_size)?);
+                width = Some(WidthMasks::new(cfg, model.structure(), &mut jobs, &order, batch_size)?);
             }
             (None, Some(cfg), Some(budget)) => {
                 let ratios: Vec<f64> = order.iter().map(|&j| jobs[j].width.as_ref().map_or(1.0, |w| w.ratio)).collect();
@@ -1281,6 +1297,7 @@ mod tests {
                     delay: c as f64,
                     width: None,
                     state: None,
+                    batch_size: None,
                 }
             })
             .collect()

@@ -64,7 +64,7 @@ pub struct Variant {
 
 /// Keys a variant (or the grid's `sets`) lays over the runs of `rows` (row or extra ids;
 /// default all) but `except_rows` on `datasets` and at `settings` (setting ids such as `a0.1`;
-/// default all).
+/// default all) at `scales` (default all).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VariantSet {
@@ -73,12 +73,14 @@ pub struct VariantSet {
     pub except_rows: Vec<String>,
     pub datasets: Option<Vec<String>>,
     pub settings: Option<Vec<String>>,
+    pub scales: Option<Vec<String>>,
     pub set: Table,
 }
 
 impl VariantSet {
-    fn applies(&self, dataset: &str, setting: &str, id: &str) -> bool {
-        self.rows.as_ref().is_none_or(|r| r.iter().any(|r| r == id))
+    fn applies(&self, scale: &str, dataset: &str, setting: &str, id: &str) -> bool {
+        self.scales.as_ref().is_none_or(|s| s.iter().any(|s| s == scale))
+            && self.rows.as_ref().is_none_or(|r| r.iter().any(|r| r == id))
             && !self.except_rows.iter().any(|r| r == id)
             && self.datasets.as_ref().is_none_or(|d| d.iter().any(|d| d == dataset))
             && self.settings.as_ref().is_none_or(|s| s.iter().any(|s| s == setting))
@@ -548,6 +550,9 @@ impl Grid {
             if let Some(bad) = vs.datasets.iter().flatten().find(|d| !grid.datasets.contains_key(*d)) {
                 bail!("{}: {at}.datasets: `{bad}` is not a dataset of the grid", path.display());
             }
+            if let Some(bad) = vs.scales.iter().flatten().find(|s| !grid.scales.contains_key(*s)) {
+                bail!("{}: {at}.scales: `{bad}` is not a scale of the grid", path.display());
+            }
             let in_scope = |d: &&String| vs.datasets.as_ref().is_none_or(|ds| ds.contains(d));
             let mut known: Vec<String> = Vec::new();
             for (d, entry) in grid.datasets.iter().filter(|(d, _)| in_scope(d)) {
@@ -663,8 +668,9 @@ impl Grid {
                     exp.insert("seed".into(), Value::Integer(seed as i64));
                     exp.insert("method".into(), Value::String(method.into()));
                     let variant_layers =
-                        variant_sets.iter().filter(|v| v.applies(dataset, &setting.id, id)).map(|v| &v.set);
-                    let grid_layers = self.sets.iter().filter(|v| v.applies(dataset, &setting.id, id)).map(|v| &v.set);
+                        variant_sets.iter().filter(|v| v.applies(scale_name, dataset, &setting.id, id)).map(|v| &v.set);
+                    let grid_layers =
+                        self.sets.iter().filter(|v| v.applies(scale_name, dataset, &setting.id, id)).map(|v| &v.set);
                     let layers = [Some(&setting.set), Some(set)].into_iter().flatten().chain(grid_layers);
                     let scale_layers = [Some(&scale.set), scale_set].into_iter().flatten();
                     for layer in layers.chain(scale_layers).chain(variant_layers) {
@@ -846,6 +852,26 @@ mod tests {
         std::fs::write(&path, text.replace(r#"rows = ["a-l"]"#, r#"rows = ["b"]"#)).unwrap();
         let err = Grid::load(&path).unwrap_err().to_string();
         assert!(err.contains("grid.toml: sets[0].rows: `b` is not a row or extra id"), "{err}");
+    }
+
+    #[test]
+    fn a_grid_set_naming_scales_applies_at_those_scales_only() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("base.toml"), "name = \"x\"\n").unwrap();
+        let text = format!("{GRID}\n[[sets]]\nscales = [\"small\"]\nset = {{ \"trainer.lr\" = 0.2 }}\n");
+        let path = dir.path().join("grid.toml");
+        std::fs::write(&path, &text).unwrap();
+        let grid = Grid::load(&path).unwrap();
+        for (scale, lr) in [("full", None), ("small", Some(0.2))] {
+            let runs = grid.plan(scale, &[], &["d".into()], &[1], dir.path(), Path::new("/out")).unwrap();
+            for r in &runs {
+                let exp: Table = toml::from_str(&r.experiment).unwrap();
+                assert_eq!(exp.get("trainer").and_then(|t| t["lr"].as_float()), lr, "{scale} {}", r.key);
+            }
+        }
+        std::fs::write(&path, text.replace(r#"scales = ["small"]"#, r#"scales = ["tiny"]"#)).unwrap();
+        let err = Grid::load(&path).unwrap_err().to_string();
+        assert!(err.contains("grid.toml: sets[0].scales: `tiny` is not a scale of the grid"), "{err}");
     }
 
     #[test]
