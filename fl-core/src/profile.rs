@@ -464,28 +464,27 @@ mod tests {
         assert!(short.draw(2, &mut crate::rng::stream(2, &[0])).is_err());
     }
 
-    #[test]
-    fn duration_adds_transfer_and_compute() {
-        let p = DeviceProfile {
+    /// 1 GFLOP/s, 1 MB/s up, 2 MB/s down.
+    fn profile() -> DeviceProfile {
+        DeviceProfile {
             flops_per_s: 1e9,
             up_bytes_per_s: 1e6,
             down_bytes_per_s: 2e6,
             memory_bytes: f64::INFINITY,
             batch_size: None,
-        };
+        }
+    }
+
+    #[test]
+    fn duration_adds_transfer_and_compute() {
+        let p = profile();
         let c = JobCost { down_bytes: 4e6, train_flops: 3e9, up_bytes: 1e6, ..Default::default() };
         assert_eq!(p.duration_s(&c), 2.0 + 3.0 + 1.0);
     }
 
     #[test]
     fn a_split_job_waits_for_the_server_and_the_relay() {
-        let p = DeviceProfile {
-            flops_per_s: 1e9,
-            up_bytes_per_s: 1e6,
-            down_bytes_per_s: 2e6,
-            memory_bytes: f64::INFINITY,
-            batch_size: None,
-        };
+        let p = profile();
         let c = JobCost { down_bytes: 4e6, train_flops: 3e9, up_bytes: 1e6, relay_bytes: 2e6, server_s: 0.5 };
         let phases = p.phases(&c);
         assert_eq!(phases.compute_s, 3.0 + 0.5 + 2.0 + 1.0);

@@ -563,9 +563,11 @@ impl World {
             Work::Deferred => unreachable!("flushed above"),
         };
         let mut delta = f.mask.scatter_named(&out.params.sub(&f.start), self.global.names(), &self.shapes);
+        // The mask the job trained under, whose shapes its outcome has.
+        let held = f.mask.shallow_clone();
         // A job that pruned while training covers the units it kept, no others.
-        if let (Some(kept), Mask::Structured(held)) = (&out.kept_units, &f.mask) {
-            let narrowed = held.narrowed(self.model.structure(), kept);
+        if let (Some(kept), Mask::Structured(structured)) = (&out.kept_units, &held) {
+            let narrowed = structured.narrowed(self.model.structure(), kept);
             narrowed.validate(&self.shapes)?;
             let narrowed = Mask::Structured(narrowed);
             delta = narrowed.scatter_named(&narrowed.extract(&delta), self.global.names(), &self.shapes);
@@ -577,7 +579,7 @@ impl World {
         }
         let previous = self.client_state[f.client].take();
         self.client_state[f.client] =
-            personal::kept_state(previous, out.state, &out.params, &f.mask, self.global.names());
+            personal::kept_state(previous, out.state, &out.params, &held, self.global.names());
         // The trained model is freed here: give its pages back.
         drop(out.params);
         allocator::release_free_memory();
