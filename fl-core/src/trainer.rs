@@ -21,6 +21,7 @@ mod decay_gradient;
 pub mod distill;
 pub mod learned_pull;
 pub mod platon;
+pub mod quantize;
 pub mod rates;
 pub mod reference;
 mod schedule;
@@ -124,6 +125,22 @@ pub struct JobSignature {
     pub batch_size: Option<usize>,
 }
 
+/// How a trainer's jobs use a width budget ([`TrainJob::width`]): what they train and upload,
+/// which the cost model prices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BudgetUse {
+    /// The client learns its mask first, then trains and uploads the units it keeps (Co-S²P's
+    /// learned width masks, [`sgd::SgdConfig::width_masks`]).
+    #[default]
+    LearnedMask,
+    /// The client trains the whole held sub-model, pruning it on the way, and uploads the units
+    /// it kept ([`TrainOutcome::kept_units`]; PLATON, [`platon`]).
+    Pruning,
+    /// The client trains the whole held sub-model on fake-quantised weights within its memory
+    /// ratio and uploads its full-precision weights (Q-ViT, [`quantize`]).
+    Quantisation,
+}
+
 /// What a job returns to the engine.
 pub struct TrainOutcome {
     /// The trained (sub-)model: the job's starting tensors' names and shapes, new values.
@@ -140,7 +157,7 @@ pub struct TrainOutcome {
     /// State to hand the client's next job ([`TrainJob::state`]); the engine keeps it per
     /// client, in host memory, and in checkpoints. None: keep nothing.
     pub state: Option<ParamSet>,
-    /// Where the job pruned its width while training ([`LocalTrainer::prunes_while_training`]),
+    /// Where the job pruned its width while training ([`BudgetUse::Pruning`]),
     /// the units it kept per unit group of the model (`None` for a group outside its budget):
     /// its update covers those units only. None: the update covers what the job held.
     pub kept_units: Option<Vec<Option<Vec<i64>>>>,
@@ -246,12 +263,9 @@ pub trait LocalTrainer: Send + Sync {
         0.0
     }
 
-    /// Whether a job whose client chooses its width ([`TrainJob::width`]) trains the whole
-    /// held sub-model and prunes it on the way (PLATON, [`platon`]): priced and sized as the
-    /// held sub-model, it uploads the units it kept ([`TrainOutcome::kept_units`]). False by
-    /// default: such a job learns its mask first and trains the kept units only.
-    fn prunes_while_training(&self) -> bool {
-        false
+    /// How its jobs use a width budget ([`TrainJob::width`]), which the cost model prices.
+    fn budget_use(&self) -> BudgetUse {
+        BudgetUse::LearnedMask
     }
 
     /// Optimisation steps (mini-batches of `batch`, None: the trainer's) of a job over

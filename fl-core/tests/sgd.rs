@@ -462,7 +462,7 @@ fn platon_jobs_prune_alike_alone_and_in_a_cohort_and_keep_their_budget() {
     let platon = fl_core::trainer::platon::PlatonConfig { warmup: 0.0, final_share: 0.5, ..Default::default() };
     let cfg = SgdConfig { lr: 0.2, batch_size: 1, epochs: 2, platon: Some(platon), ..Default::default() };
     let trainer = Sgd::new(cfg);
-    assert!(trainer.prunes_while_training());
+    assert_eq!(trainer.budget_use(), fl_core::trainer::BudgetUse::Pruning);
     let together = trainer.train_cohort((0..3).map(job).collect()).unwrap();
     for (c, in_cohort) in together.iter().enumerate() {
         let alone = trainer.train(job(c)).unwrap();
@@ -510,4 +510,40 @@ fn a_devices_batch_size_overrides_the_trainers_and_splits_cohorts() {
     let mixed = wide.train_cohort(vec![first, second]);
     let message = mixed.err().expect("a mixed cohort is refused").to_string();
     assert!(message.contains("batch size"), "{message}");
+}
+
+#[test]
+fn quantised_jobs_train_alike_alone_and_in_a_cohort_and_upload_full_precision_weights() {
+    // The three clients of the PLATON test, each with a memory ratio of 1/8 (4 bits), their
+    // forward passes on fake-quantised weights of the two features.
+    let model = Arc::new(TwoLayer::with_feature_group()) as Arc<dyn Model>;
+    let samples = [(0i64, 2i64), (2, 3), (3, 6)];
+    let budget = fl_core::WidthBudget { ratio: 0.125, learned: vec![0], random: vec![], learn: true };
+    let data = tiny_dataset();
+    let job = |c: usize| TrainJob {
+        model: Arc::clone(&model),
+        data: data.shallow_clone(),
+        params: two_layer([[0.3, -0.2, 0.4, 0.1], [0.2, -0.1, 0.5, 0.3]], [0.0, 0.1]),
+        indices: Tensor::arange_start(samples[c].0, samples[c].1, fl_core::tch::kind::INT64_CPU),
+        rng: rng::stream(5, &[c as u64]),
+        width: Some(budget.clone()),
+        ..job(None)
+    };
+    let cfg = SgdConfig { lr: 0.2, batch_size: 1, epochs: 2, quantize: Some(Default::default()), ..Default::default() };
+    let trainer = Sgd::new(cfg.clone());
+    assert_eq!(trainer.budget_use(), fl_core::trainer::BudgetUse::Quantisation);
+    let together = trainer.train_cohort((0..3).map(job).collect()).unwrap();
+    let plain = Sgd::new(SgdConfig { quantize: None, ..cfg });
+    for (c, in_cohort) in together.iter().enumerate() {
+        let alone = trainer.train(job(c)).unwrap();
+        let (a, b) = (flat(&alone.params), flat(&in_cohort.params));
+        assert!(a.iter().zip(&b).all(|(x, y)| (x - y).abs() < 1e-6), "client {c}: alone {a:?}, cohort {b:?}");
+        assert!(in_cohort.kept_units.is_none(), "a quantising job uploads every unit");
+        // Full-precision shadow weights: not on a 4-bit grid, and not what unquantised training gives.
+        let unquantised = flat(&plain.train(TrainJob { width: None, ..job(c) }).unwrap().params);
+        assert!(
+            b.iter().zip(&unquantised).any(|(x, y)| (x - y).abs() > 1e-4),
+            "client {c}: quantisation changed nothing"
+        );
+    }
 }

@@ -148,6 +148,16 @@ inventory::submit! {
     }
 }
 
+inventory::submit! {
+    Method {
+        name: "fedavg-qvit",
+        summary: "FedAvg+Q-ViT: synchronous rounds; each client trains the whole model on fake-quantised weights whose learned head-wise bit-widths fit its memory ratio; full-precision weights averaged",
+        paper: "Li et al., Q-ViT, arXiv:2201.07703 (a baseline of Li et al., Co-S²P, arXiv:2410.08457)",
+        preset: include_str!("../presets/fedavg-qvit.toml"),
+        origin: module_path!(),
+    }
+}
+
 // The model must be the masked network: `[model] name = "probability-mask"` with the frozen
 // network as `base = { name = ... }`; scores train best with Adam at a high rate (FedPM: 0.1).
 inventory::submit! {

@@ -32,7 +32,7 @@ use crate::rng::{self, Rng, TensorNoise, tag};
 use crate::scheduler::JobStart;
 use crate::split::SplitPoint;
 use crate::staleness::{StalenessCtx, StalenessFn};
-use crate::trainer::{LocalTrainer, PullInfo, TrainJob, TrainOutcome, TrainSession};
+use crate::trainer::{BudgetUse, LocalTrainer, PullInfo, TrainJob, TrainOutcome, TrainSession};
 use crate::update::ClientUpdate;
 
 /// The longest job, in virtual seconds: a thousandth of what the tick counter holds, so that a
@@ -226,16 +226,17 @@ impl World {
     pub(super) fn job_cost(&self, client: usize, mask: &Mask) -> JobCost {
         // A client that chooses its width trains (and uploads) what its budget keeps, after
         // training its scores over the whole held sub-model in a mask round; one that prunes
-        // while training trains the whole held sub-model and uploads what its budget keeps.
-        let (trained, mask_passes) = match self.width_trained(mask) {
-            Some((_, _)) if self.trainer.prunes_while_training() => (mask.shallow_clone(), 0.0),
-            Some((sized, budget)) if budget.learn => {
-                (sized, self.trainer.width_mask_passes(self.clients[client].samples))
+        // while training trains the whole held sub-model and uploads what its budget keeps; one
+        // that quantises trains and uploads the whole held sub-model.
+        let whole = || (mask.shallow_clone(), mask.shallow_clone(), 0.0);
+        let (trained, uploaded_mask, mask_passes) = match (self.width_trained(mask), self.trainer.budget_use()) {
+            (None, _) | (Some(_), BudgetUse::Quantisation) => whole(),
+            (Some((sized, _)), BudgetUse::Pruning) => (mask.shallow_clone(), sized, 0.0),
+            (Some((sized, budget)), BudgetUse::LearnedMask) if budget.learn => {
+                (sized.shallow_clone(), sized, self.trainer.width_mask_passes(self.clients[client].samples))
             }
-            Some((sized, _)) => (sized, 0.0),
-            None => (mask.shallow_clone(), 0.0),
+            (Some((sized, _)), BudgetUse::LearnedMask) => (sized.shallow_clone(), sized, 0.0),
         };
-        let uploaded_mask = self.width_trained(mask).map_or_else(|| trained.shallow_clone(), |(sized, _)| sized);
         let forward = |m: &Mask| -> Vec<f64> {
             let kept = m.kept_per_tensor(&self.shapes);
             match self.devices.pricing {
@@ -281,7 +282,7 @@ impl World {
     /// A job's memory estimate ([`crate::job_memory()`]). A client that chooses its width
     /// needs the larger of its score epochs (the whole held window forward and backward, no
     /// weight gradients or optimizer states) and its weight epochs (the budget-sized sub-model);
-    /// one that prunes while training, the whole held sub-model's.
+    /// one that prunes or quantises while training, the whole held sub-model's.
     fn job_memory_estimate(&self, client: usize, mask: &Mask) -> JobMemory {
         let batch = self.profiles[client]
             .batch_size
@@ -291,7 +292,7 @@ impl World {
         let states = self.trainer.optimizer_states();
         let estimate = |m: &Mask| job_memory(self.model.as_ref(), &self.shapes, m, states, batch);
         match self.width_trained(mask) {
-            Some((sized, budget)) if !self.trainer.prunes_while_training() => {
+            Some((sized, budget)) if self.trainer.budget_use() == BudgetUse::LearnedMask => {
                 let weights = estimate(&sized);
                 let whole = estimate(mask);
                 let scores = JobMemory { gradients: 0.0, optimizer: 0.0, ..whole };

@@ -41,10 +41,11 @@ use crate::trainer::decay_gradient::DecayGradient;
 use crate::trainer::distill::DistillConfig;
 use crate::trainer::learned_pull::{LearnedPullConfig, PullControls};
 use crate::trainer::platon::{Platon, PlatonConfig};
+use crate::trainer::quantize::{QuantizeConfig, Quantizer};
 use crate::trainer::rates::{ClientRates, DelayScaling, LrDecay, Moments, RateConfig, RateTable};
 use crate::trainer::schedule::{BatchSchedule, StepAt};
 use crate::trainer::width_masks::{CohortInputs, WidthMaskConfig, WidthMasks};
-use crate::trainer::{LocalTrainer, PullInfo, PullMerge, TrainJob, TrainOutcome, TrainSession};
+use crate::trainer::{BudgetUse, LocalTrainer, PullInfo, PullMerge, TrainJob, TrainOutcome, TrainSession};
 
 /// The trainer's registered name, which its errors begin with.
 const NAME: &str = "sgd";
@@ -153,6 +154,10 @@ pub struct SgdConfig {
     /// Instead of `width_masks`: such a client trains its whole held sub-model and prunes it
     /// to its budget on the way, by PLATON's importance ([`crate::trainer::platon`]).
     pub platon: Option<PlatonConfig>,
+    /// Instead of `width_masks`: such a client trains its whole held sub-model on fake-quantised
+    /// weights whose learned bit-widths fit its budget as a memory ratio, after Q-ViT
+    /// ([`crate::trainer::quantize`]).
+    pub quantize: Option<QuantizeConfig>,
     /// On CUDA, capture each step shape of a cohort once as a CUDA graph and replay it (one
     /// launch a step instead of a hundred; [`crate::trainer::cuda_graph`]), where the build
     /// has CUDA graphs and the options allow (cohorts of at most 128 clients, SGD or Adam, no
@@ -195,6 +200,7 @@ impl Default for SgdConfig {
             distill: None,
             width_masks: None,
             platon: None,
+            quantize: None,
             cuda_graphs: true,
         }
     }
@@ -232,12 +238,16 @@ impl SgdConfig {
         }
         if let Some(platon) = &self.platon {
             platon.validate()?;
-            if self.width_masks.is_some() {
-                return Err(InvalidKey::new(
-                    "platon",
-                    "a client chooses its width one way: by learned masks (width_masks) or by pruning while training (platon), not both",
-                ));
-            }
+        }
+        if let Some(quantize) = &self.quantize {
+            quantize.validate()?;
+        }
+        let ways = [self.width_masks.is_some(), self.platon.is_some(), self.quantize.is_some()];
+        if ways.iter().filter(|&&on| on).count() > 1 {
+            return Err(InvalidKey::new(
+                if self.platon.is_some() { "platon" } else { "quantize" },
+                "a client uses its width budget one way: learned masks (width_masks), pruning while training (platon) or quantisation (quantize), not two",
+            ));
         }
         if self.batch_size == 0 {
             return Err(InvalidKey::new("batch_size", "expected at least 1"));
@@ -373,8 +383,12 @@ impl LocalTrainer for Sgd {
         self.cfg.width_masks.as_ref().map_or(0.0, |w| (w.epochs * samples) as f64)
     }
 
-    fn prunes_while_training(&self) -> bool {
-        self.cfg.platon.is_some()
+    fn budget_use(&self) -> BudgetUse {
+        match (&self.cfg.platon, &self.cfg.quantize) {
+            (Some(_), _) => BudgetUse::Pruning,
+            (None, Some(_)) => BudgetUse::Quantisation,
+            (None, None) => BudgetUse::LearnedMask,
+        }
     }
 
     fn split(&self) -> Option<&SplitConfig> {
@@ -441,6 +455,8 @@ struct SgdCohort {
     width: Option<WidthMasks>,
     /// PLATON: the clients' pruning while training, when the jobs choose their widths so.
     platon: Option<Platon>,
+    /// Q-ViT: the clients' fake quantisation, when the jobs spend their budgets so.
+    quantizer: Option<Quantizer>,
     /// FedASMU's learned merge, its weight and reward (a cohort of one).
     pull_merge: Option<PullMerge>,
     schedule: BatchSchedule,
@@ -652,23 +668,28 @@ impl SgdCohort {
         });
         let noise = CohortNoise::new(order.iter().map(|&j| jobs[j].noise.clone()).collect(), device);
         let schedule = BatchSchedule::draw_for_jobs(&mut jobs, &order, &steps, batch_size, device);
-        let (mut width, mut platon) = (None, None);
-        match (&sgd.cfg.width_masks, &sgd.cfg.platon, &jobs[order[0]].width) {
-            (Some(cfg), _, Some(_)) => {
-                width = Some(WidthMasks::new(cfg, model.structure(), &mut jobs, &order, batch_size)?);
+        let (mut width, mut platon, mut quantizer) = (None, None, None);
+        if let Some(budget) = jobs[order[0]].width.clone() {
+            let ratios: Vec<f64> = order.iter().map(|&j| jobs[j].width.as_ref().map_or(1.0, |w| w.ratio)).collect();
+            let structure = model.structure();
+            match (&sgd.cfg.width_masks, &sgd.cfg.platon, &sgd.cfg.quantize) {
+                (Some(cfg), _, _) => {
+                    width = Some(WidthMasks::new(cfg, structure, &mut jobs, &order, batch_size)?);
+                }
+                (None, Some(cfg), _) => {
+                    let slot_steps: Vec<usize> = order.iter().map(|&j| steps[j]).collect();
+                    platon = Some(Platon::new(cfg, structure, &budget, &names, &start, &slot_steps, &ratios)?);
+                }
+                (None, None, Some(cfg)) => {
+                    quantizer = Some(Quantizer::new(cfg, structure, &budget, &names, &start, &ratios)?);
+                }
+                (None, None, None) => {
+                    return Err(Error::component(
+                        NAME,
+                        "the jobs let their clients choose their widths (the mask policy sets a width budget): set [trainer] width_masks, platon or quantize",
+                    ));
+                }
             }
-            (None, Some(cfg), Some(budget)) => {
-                let ratios: Vec<f64> = order.iter().map(|&j| jobs[j].width.as_ref().map_or(1.0, |w| w.ratio)).collect();
-                let slot_steps: Vec<usize> = order.iter().map(|&j| steps[j]).collect();
-                platon = Some(Platon::new(cfg, model.structure(), budget, &names, &start, &slot_steps, &ratios)?);
-            }
-            (None, None, Some(_)) => {
-                return Err(Error::component(
-                    NAME,
-                    "the jobs let their clients choose their widths (the mask policy sets a width budget): set [trainer] width_masks or [trainer] platon",
-                ));
-            }
-            (_, _, None) => {}
         }
         let cfg = &sgd.cfg;
         let rate_config = RateConfig {
@@ -716,6 +737,7 @@ impl SgdCohort {
             pull,
             width,
             platon,
+            quantizer,
             pull_merge: None,
             schedule,
             noise,
@@ -788,6 +810,7 @@ impl SgdCohort {
             && self.pull.is_none()
             && self.width.is_none()
             && self.platon.is_none()
+            && self.quantizer.is_none()
             && self.cfg.augment.is_none()
             && self.cfg.distill.is_none()
     }
@@ -833,23 +856,29 @@ impl SgdCohort {
             Some(_) => (0..inputs.len()).filter(|&i| !self.trainable[i]).map(|i| (i, inputs[i].copy())).collect(),
             None => Vec::new(),
         };
+        // Q-ViT: the forward pass runs on fake-quantised copies of the weights.
+        let quantised = self.quantizer.as_ref().map(|q| q.leaves(k));
+        let forward_inputs = match (&self.quantizer, &quantised) {
+            (Some(q), Some(leaves)) => q.forward_inputs(&inputs, leaves),
+            _ => inputs.iter().map(Tensor::shallow_clone).collect(),
+        };
         let mut mode = Mode::Train(Training { noise: &mut self.noise, valid: valid.as_ref() });
         // MOON reads the features the classifier reads, from the same pass.
         let (per_client, batch_loss, features) = match (&self.contrast, &self.cfg.distill) {
             (Some(_), _) => {
-                let (body, head) = split_classifier(&inputs);
+                let (body, head) = split_classifier(&forward_inputs);
                 let z = self.model.features(body, &x, &mut mode);
                 let per_client = cross_entropy(&linear(&z, &head[0], &head[1]), &y, &weights);
                 let reported = per_client.detach();
                 (per_client, reported, Some(z))
             }
             (None, Some(distill)) => {
-                let logits = self.model.forward_exits(&inputs, &x, &mut mode, &self.readouts);
+                let logits = self.model.forward_exits(&forward_inputs, &x, &mut mode, &self.readouts);
                 let (per_client, deepest) = distill.loss(&logits, &y, &weights);
                 (per_client, deepest.detach(), None)
             }
             (None, None) => {
-                let per_client = cross_entropy(&self.model.forward(&inputs, &x, &mut mode), &y, &weights);
+                let per_client = cross_entropy(&self.model.forward(&forward_inputs, &x, &mut mode), &y, &weights);
                 let reported = per_client.detach();
                 (per_client, reported, None)
             }
@@ -882,12 +911,20 @@ impl SgdCohort {
                 .expect("at least one trainable tensor");
             loss = loss + prox * (self.cfg.prox_mu / 2.0);
         }
+        let mut leaves = leaves;
+        if let (Some(q), Some(quantised)) = (&self.quantizer, &quantised) {
+            loss = loss + q.penalty(quantised, k).sum(Kind::Float);
+            leaves.extend(quantised);
+        }
         let mut leaf_grads = Tensor::run_backward(&[loss], &leaves, false, false).into_iter();
         let mut grads: Vec<Tensor> = self
             .trainable
             .iter()
             .map(|&t| if t { leaf_grads.next().expect("one gradient per leaf") } else { Tensor::new() })
             .collect();
+        if let Some(q) = &mut self.quantizer {
+            q.step(leaf_grads.collect(), k);
+        }
         // FedDyn's α/2 ‖w − w_start‖² − ⟨g, w⟩ enters as its gradient α (w − w_start) − g, added
         // in place: no graph of model-sized terms at every step.
         if let Some(g) = &self.dyn_state {

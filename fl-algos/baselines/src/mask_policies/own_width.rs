@@ -3,10 +3,11 @@
 //! assignment of [`super::width_levels`]).
 //!
 //! The policy only sets the budget ([`fl_core::WidthBudget`]: the share `R` of the groups'
-//! parameters the client keeps); the trainer chooses the units: by PLATON's importance while
-//! training (`[trainer] platon`, FedAvg+PLATON in Co-S²P's Table 1), or by masks learned
-//! before training (`[trainer] width_masks`). With `coverage-mean` the server averages each
-//! element over the clients that kept it.
+//! parameters the client keeps); the trainer spends it: choosing units by PLATON's importance
+//! while training (`[trainer] platon`, FedAvg+PLATON in Co-S²P's Table 1; with `coverage-mean`
+//! the server averages each element over the clients that kept it), by masks learned before
+//! training (`[trainer] width_masks`), or as a memory ratio of quantised weights
+//! (`[trainer] quantize`, FedAvg+Q-ViT).
 
 use fl_core::{Mask, MaskCtx, MaskPolicy, Result, WidthBudget};
 
@@ -45,7 +46,7 @@ impl MaskPolicy for OwnWidth {
 }
 
 fl_core::register!(MaskPolicy "own-width" => OwnWidth::new(WidthConfig),
-    summary: "every client holds the whole model and chooses the units it keeps (by the trainer's platon or width_masks), within a width share from its speed or fixed shares",
+    summary: "every client holds the whole model with a budget, a share from its speed or fixed shares, that the trainer spends (platon, width_masks or quantize)",
     paper: "Zhang et al., PLATON, ICML 2022 (as FedAvg+PLATON in Li et al., Co-S²P, arXiv:2410.08457)");
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
-//! FedAvg+PLATON on real Fashion-MNIST with a small ViT: the slow clients receive the whole
-//! model, prune their heads and neurons to their width share while training, and upload the
-//! units they kept, no others; the server averages each element over the clients that kept it,
-//! and the global model learns.
+//! FedAvg+PLATON and FedAvg+Q-ViT on real Fashion-MNIST with a small ViT. Under PLATON the
+//! slow clients receive the whole model, prune their heads and neurons to their width share
+//! while training, and upload the units they kept, no others; the server averages each element
+//! over the clients that kept it. Under Q-ViT they train on fake-quantised weights and upload
+//! their whole full-precision models. Both global models learn.
 
 use std::sync::Mutex;
 
@@ -14,6 +15,9 @@ use fl_models as _;
 /// What each update covered: client, parameters its mask keeps, whether it carries a budget
 /// still, and whether its delta is zero outside its mask.
 static SEEN: Mutex<Vec<(usize, i64, bool, bool)>> = Mutex::new(Vec::new());
+
+/// Held by each test for its whole run: the tests share [`SEEN`].
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// `coverage-mean`, recording what every update covers.
 struct Recorded(CoverageMean);
@@ -55,6 +59,8 @@ fl_core::register!(Aggregator "recorded-coverage-mean" => Recorded::new(),
 
 #[test]
 fn slow_clients_prune_while_training_and_upload_the_units_they_kept() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    SEEN.lock().unwrap().clear();
     let text = r#"
         seed = 3
         clients = 4
@@ -105,4 +111,51 @@ fn slow_clients_prune_while_training_and_upload_the_units_they_kept() {
             assert!(kept > full / 4 && kept < full * 2 / 5, "client {client} kept {kept} of {full}");
         }
     }
+}
+
+#[test]
+fn quantising_clients_upload_their_whole_full_precision_models_and_learn() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    SEEN.lock().unwrap().clear();
+    let text = r#"
+        seed = 3
+        clients = 4
+        method = "fedavg-qvit"
+        [dataset]
+        name = "fashion-mnist"
+        train_samples = 3000
+        test_samples = 1000
+        [partition]
+        name = "dirichlet"
+        alpha = 1.5
+        [model]
+        name = "vit"
+        depth = 2
+        hidden = 32
+        mlp = 64
+        heads = 4
+        patch = 7
+        [trainer]
+        optimizer = "adam"
+        lr = 0.003
+        batch_size = 32
+        [mask]
+        levels = [1.0, 0.0625]
+        [scheduler]
+        rounds = 8
+        clients_per_round = 4
+        [aggregator]
+        name = "recorded-coverage-mean"
+        [devices]
+        flops_per_s = { dist = "per-client", values = [1e10, 1e10, 1e9, 1e9] }
+    "#;
+    let e = Experiment::parse(text, "qvit").unwrap();
+    let opts = RunOptions { device: Device::Cpu, workers: 2, data_dir: fl_build::data_dir() };
+    let summary = e.build(&opts).unwrap().run(&mut ()).unwrap();
+    assert!(summary.best_accuracy > 0.5, "best accuracy {}", summary.best_accuracy);
+    let seen = SEEN.lock().unwrap().clone();
+    let full = seen.iter().map(|s| s.1).max().unwrap();
+    // The slow clients (a memory ratio of 1/16: 2-bit weights) train and upload every unit.
+    assert!(seen.iter().filter(|s| s.0 >= 2).count() >= 8);
+    assert!(seen.iter().all(|s| s.1 == full && s.3), "{seen:?}");
 }
