@@ -3,7 +3,7 @@
 //! one curve per run named as the paper names it (the mean over seeds with a ± one standard
 //! deviation band when several seeds finished). An accuracy panel whose curves end close together
 //! gets a second panel zoomed on the last half of the run, and a figure against virtual time a bar
-//! panel of each run's time to target. A panel whose setting is not run at this scale shows the
+//! panel of each run's time to target (where the runs have a target accuracy). A panel whose setting is not run at this scale shows the
 //! scale's first setting of the dataset instead, and says so in its title. Sweep figures plot one
 //! row's time to target or best accuracy against a setting coordinate (β, M), one line per value
 //! of another.
@@ -132,7 +132,9 @@ fn panels_of(
         panels.push(panel);
         panels.extend(zoomed);
     }
-    if by_time {
+    // Runs without a target accuracy (the paper names none) get no time-to-target panel.
+    let target = runs.iter().find_map(|(_, o)| o.first()?.target_accuracy);
+    if let (true, Some(target)) = (by_time, target) {
         let bars = runs
             .iter()
             .map(|(id, o)| {
@@ -142,10 +144,8 @@ fn panels_of(
                 (label, mean)
             })
             .collect();
-        let target = runs.iter().find_map(|(_, o)| o.first()?.target_accuracy);
-        let to = target.map_or_else(|| "the target accuracy".to_string(), |t| format!("{}% test accuracy", t * 100.0));
         panels.push(Panel {
-            title: format!("{place}: time to {to}"),
+            title: format!("{place}: time to {}% test accuracy", target * 100.0),
             x_label: String::new(),
             y_label: "virtual seconds".into(),
             bars: Some(bars),
