@@ -1,6 +1,7 @@
 //! The method presets of every plugin: each is valid TOML whose sections are component kinds,
 //! each naming a component registered for that kind, with parameters the component accepts
-//! (built here for every kind whose constructor reads only its parameters). Every preset file
+//! (built here for every kind whose constructor reads only its parameters), and at least a
+//! scheduler and an aggregator, so that a method runs without more sections. Every preset file
 //! under `fl-algos/*/presets/` belongs to the method of its name.
 
 use std::collections::BTreeMap;
@@ -69,6 +70,12 @@ fn check(registry: &Registry, name: &str, preset: &str) -> Vec<String> {
             problems.push(e.to_string());
         }
     }
+    // A method runs on its own: it names at least its schedule and its aggregation.
+    for kind in [ComponentKind::Scheduler, ComponentKind::Aggregator] {
+        if !preset.contains_key(kind.section()) {
+            problems.push(format!("{file}: no `[{}]`: a method names its {}", kind.section(), kind.section()));
+        }
+    }
     problems
 }
 
@@ -112,4 +119,7 @@ fn a_bad_preset_is_reported() {
     assert!(problems[0].starts_with("method `bad`: key `aggregator.name`: unknown aggregator `nope`"), "{problems:?}");
     assert_eq!(problems[1], "method `bad`: `extra` is not a component section");
     assert_eq!(problems[2], "method `bad`: key `scheduler.rounds`: expected at least 1");
+    // FedAvg+Q-ViT's first preset named no aggregator, and its runs failed.
+    let incomplete = check(registry, "partial", "[scheduler]\nname = \"sync-rounds\"\n");
+    assert_eq!(incomplete, ["method `partial`: no `[aggregator]`: a method names its aggregator"]);
 }
