@@ -440,30 +440,39 @@ fn fedasmu_learned_pull_weight_merges_and_steps_its_controls_as_worked_by_hand()
     assert!((merge.reward - reward).abs() < 1e-6, "reward {}, want {reward}", merge.reward);
 }
 
+/// Job `c` of three clients of 2, 1 and 3 samples of [`tiny_dataset`] on [`TwoLayer`] with its
+/// features a unit group, each with a width budget of `ratio` over it; one model and one data
+/// set for all, so that the jobs train as one cohort.
+fn budget_jobs(ratio: f64) -> impl Fn(usize) -> TrainJob {
+    let model = Arc::new(TwoLayer::with_feature_group()) as Arc<dyn Model>;
+    let data = tiny_dataset();
+    let budget = fl_core::WidthBudget { ratio, learned: vec![0], random: vec![], learn: true };
+    move |c: usize| {
+        let samples = [(0i64, 2i64), (2, 3), (3, 6)][c];
+        TrainJob {
+            model: Arc::clone(&model),
+            data: data.shallow_clone(),
+            params: two_layer([[0.3, -0.2, 0.4, 0.1], [0.2, -0.1, 0.5, 0.3]], [0.0, 0.1]),
+            indices: Tensor::arange_start(samples.0, samples.1, fl_core::tch::kind::INT64_CPU),
+            rng: rng::stream(5, &[c as u64]),
+            width: Some(budget.clone()),
+            ..job(None)
+        }
+    }
+}
+
 #[test]
 fn platon_jobs_prune_alike_alone_and_in_a_cohort_and_keep_their_budget() {
     // Three clients of 2, 1 and 3 samples (2, 1 and 3 steps an epoch, 2 epochs), each keeping
     // half of the two features' 8 parameters: one feature, whose row of `a` and column of `w`
     // end at zero if pruned. Trained together and one by one, the cohort's per-client schedules
     // and masks must match.
-    let model = Arc::new(TwoLayer::with_feature_group()) as Arc<dyn Model>;
-    let samples = [(0i64, 2i64), (2, 3), (3, 6)];
-    let budget = fl_core::WidthBudget { ratio: 0.5, learned: vec![0], random: vec![], learn: true };
-    let data = tiny_dataset();
-    let job = |c: usize| TrainJob {
-        model: Arc::clone(&model),
-        data: data.shallow_clone(),
-        params: two_layer([[0.3, -0.2, 0.4, 0.1], [0.2, -0.1, 0.5, 0.3]], [0.0, 0.1]),
-        indices: Tensor::arange_start(samples[c].0, samples[c].1, fl_core::tch::kind::INT64_CPU),
-        rng: rng::stream(5, &[c as u64]),
-        width: Some(budget.clone()),
-        ..job(None)
-    };
+    let job = budget_jobs(0.5);
     let platon = fl_core::trainer::platon::PlatonConfig { warmup: 0.0, final_share: 0.5, ..Default::default() };
     let cfg = SgdConfig { lr: 0.2, batch_size: 1, epochs: 2, platon: Some(platon), ..Default::default() };
     let trainer = Sgd::new(cfg);
     assert_eq!(trainer.budget_use(), fl_core::trainer::BudgetUse::Pruning);
-    let together = trainer.train_cohort((0..3).map(job).collect()).unwrap();
+    let together = trainer.train_cohort((0..3).map(&job).collect()).unwrap();
     for (c, in_cohort) in together.iter().enumerate() {
         let alone = trainer.train(job(c)).unwrap();
         let (a, b) = (flat(&alone.params), flat(&in_cohort.params));
@@ -516,23 +525,11 @@ fn a_devices_batch_size_overrides_the_trainers_and_splits_cohorts() {
 fn quantised_jobs_train_alike_alone_and_in_a_cohort_and_upload_full_precision_weights() {
     // The three clients of the PLATON test, each with a memory ratio of 1/8 (4 bits), their
     // forward passes on fake-quantised weights of the two features.
-    let model = Arc::new(TwoLayer::with_feature_group()) as Arc<dyn Model>;
-    let samples = [(0i64, 2i64), (2, 3), (3, 6)];
-    let budget = fl_core::WidthBudget { ratio: 0.125, learned: vec![0], random: vec![], learn: true };
-    let data = tiny_dataset();
-    let job = |c: usize| TrainJob {
-        model: Arc::clone(&model),
-        data: data.shallow_clone(),
-        params: two_layer([[0.3, -0.2, 0.4, 0.1], [0.2, -0.1, 0.5, 0.3]], [0.0, 0.1]),
-        indices: Tensor::arange_start(samples[c].0, samples[c].1, fl_core::tch::kind::INT64_CPU),
-        rng: rng::stream(5, &[c as u64]),
-        width: Some(budget.clone()),
-        ..job(None)
-    };
+    let job = budget_jobs(0.125);
     let cfg = SgdConfig { lr: 0.2, batch_size: 1, epochs: 2, quantize: Some(Default::default()), ..Default::default() };
     let trainer = Sgd::new(cfg.clone());
     assert_eq!(trainer.budget_use(), fl_core::trainer::BudgetUse::Quantisation);
-    let together = trainer.train_cohort((0..3).map(job).collect()).unwrap();
+    let together = trainer.train_cohort((0..3).map(&job).collect()).unwrap();
     let plain = Sgd::new(SgdConfig { quantize: None, ..cfg });
     for (c, in_cohort) in together.iter().enumerate() {
         let alone = trainer.train(job(c)).unwrap();

@@ -57,14 +57,14 @@ fl_core::register!(Aggregator "recorded-coverage-mean" => Recorded::new(),
     summary: "coverage-mean that records what each update covers (a test's)",
     paper: "-");
 
-#[test]
-fn slow_clients_prune_while_training_and_upload_the_units_they_kept() {
-    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    SEEN.lock().unwrap().clear();
-    let text = r#"
+/// The summary and recorded updates of `method` on 4 clients (two slow ones, at `slow_speed`)
+/// of Fashion-MNIST with a 2-block ViT, the slow ones at width level `slow_level`, 8 rounds.
+fn run(method: &str, slow_level: f64, slow_speed: f64) -> (fl_core::Summary, Vec<(usize, i64, bool, bool)>) {
+    let text = format!(
+        r#"
         seed = 3
         clients = 4
-        method = "fedavg-platon"
+        method = "{method}"
         [dataset]
         name = "fashion-mnist"
         train_samples = 3000
@@ -84,20 +84,29 @@ fn slow_clients_prune_while_training_and_upload_the_units_they_kept() {
         lr = 0.003
         batch_size = 32
         [mask]
-        levels = [1.0, 0.25]
+        levels = [1.0, {slow_level}]
         [scheduler]
         rounds = 8
         clients_per_round = 4
         [aggregator]
         name = "recorded-coverage-mean"
         [devices]
-        flops_per_s = { dist = "per-client", values = [1e10, 1e10, 2.5e9, 2.5e9] }
-    "#;
-    let e = Experiment::parse(text, "platon").unwrap();
+        flops_per_s = {{ dist = "per-client", values = [1e10, 1e10, {slow_speed:e}, {slow_speed:e}] }}
+    "#
+    );
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    SEEN.lock().unwrap().clear();
+    let e = Experiment::parse(&text, method).unwrap();
     let opts = RunOptions { device: Device::Cpu, workers: 2, data_dir: fl_build::data_dir() };
     let summary = e.build(&opts).unwrap().run(&mut ()).unwrap();
-    assert!(summary.best_accuracy > 0.5, "best accuracy {}", summary.best_accuracy);
     let seen = SEEN.lock().unwrap().clone();
+    (summary, seen)
+}
+
+#[test]
+fn slow_clients_prune_while_training_and_upload_the_units_they_kept() {
+    let (summary, seen) = run("fedavg-platon", 0.25, 2.5e9);
+    assert!(summary.best_accuracy > 0.5, "best accuracy {}", summary.best_accuracy);
     assert_eq!(seen.len(), 32, "8 rounds of 4 updates");
     let full = seen.iter().filter(|s| s.0 < 2).map(|s| s.1).max().unwrap();
     for &(client, kept, budget, zero_outside) in &seen {
@@ -115,45 +124,8 @@ fn slow_clients_prune_while_training_and_upload_the_units_they_kept() {
 
 #[test]
 fn quantising_clients_upload_their_whole_full_precision_models_and_learn() {
-    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    SEEN.lock().unwrap().clear();
-    let text = r#"
-        seed = 3
-        clients = 4
-        method = "fedavg-qvit"
-        [dataset]
-        name = "fashion-mnist"
-        train_samples = 3000
-        test_samples = 1000
-        [partition]
-        name = "dirichlet"
-        alpha = 1.5
-        [model]
-        name = "vit"
-        depth = 2
-        hidden = 32
-        mlp = 64
-        heads = 4
-        patch = 7
-        [trainer]
-        optimizer = "adam"
-        lr = 0.003
-        batch_size = 32
-        [mask]
-        levels = [1.0, 0.0625]
-        [scheduler]
-        rounds = 8
-        clients_per_round = 4
-        [aggregator]
-        name = "recorded-coverage-mean"
-        [devices]
-        flops_per_s = { dist = "per-client", values = [1e10, 1e10, 1e9, 1e9] }
-    "#;
-    let e = Experiment::parse(text, "qvit").unwrap();
-    let opts = RunOptions { device: Device::Cpu, workers: 2, data_dir: fl_build::data_dir() };
-    let summary = e.build(&opts).unwrap().run(&mut ()).unwrap();
+    let (summary, seen) = run("fedavg-qvit", 0.0625, 1e9);
     assert!(summary.best_accuracy > 0.5, "best accuracy {}", summary.best_accuracy);
-    let seen = SEEN.lock().unwrap().clone();
     let full = seen.iter().map(|s| s.1).max().unwrap();
     // The slow clients (a memory ratio of 1/16: 2-bit weights) train and upload every unit.
     assert!(seen.iter().filter(|s| s.0 >= 2).count() >= 8);
