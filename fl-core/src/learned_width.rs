@@ -17,7 +17,7 @@ use tch::{Device, Kind, Tensor};
 use crate::mask::StructuredMask;
 use crate::params::ParamSet;
 use crate::rng::Rng;
-use crate::structure::Structure;
+use crate::structure::{Structure, UnitMember};
 
 /// What a job's client decides about its own width.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -137,10 +137,27 @@ pub fn kept_units(
     let (learned, random) = finalize(&learned, &params, &random, &ratio);
     let mut kept = vec![None; structure.groups.len()];
     for (g, mask) in budget.groups().zip(learned.iter().chain(&random)) {
-        let flags = Vec::<f32>::try_from(mask.reshape([-1])).expect("a float mask reads back");
-        kept[g] = Some((0..flags.len() as i64).filter(|&u| flags[u as usize] > 0.5).collect());
+        kept[g] = Some(kept_indices(mask));
     }
     Some(kept)
+}
+
+/// Where member `m` of group `g` is among a job's tensors `names`; an error naming both when
+/// the (sub-)model does not hold it.
+pub fn member_tensor(structure: &Structure, names: &[String], g: usize, m: &UnitMember) -> crate::Result<usize> {
+    let name = &structure.tensors[m.tensor].name;
+    names.iter().position(|n| n == name).ok_or_else(|| {
+        crate::Error::component(
+            "width budget",
+            format!("group `{}` reaches `{name}`, which the sub-model does not hold", structure.groups[g].name),
+        )
+    })
+}
+
+/// The units a 0/1 mask over one group's units keeps, in ascending order.
+pub fn kept_indices(mask: &Tensor) -> Vec<i64> {
+    let flags = Vec::<f32>::try_from(mask.reshape([-1]).to_device(Device::Cpu)).expect("a float mask reads back");
+    (0..flags.len() as i64).filter(|&u| flags[u as usize] > 0.5).collect()
 }
 
 /// What a job that chooses its width inside `mask` trains, sized for pricing before the client
@@ -159,6 +176,8 @@ pub fn budget_sized(structure: &Structure, mask: &StructuredMask, budget: &Width
 /// Per tensor of a (sub-)model whose tensors are `names`, the `[C, ...]` factor that zeroes
 /// the units `masks` drop (one `[C, units]` 0/1 mask per group of `groups`), or `None` where no
 /// group reaches the tensor. The groups' tensors must be held at full width.
+///
+/// [`member_tensor`] finds each member among `names`.
 pub fn tensor_factors(
     structure: &Structure,
     names: &[String],
@@ -169,15 +188,7 @@ pub fn tensor_factors(
     for (&g, mask) in groups.iter().zip(masks) {
         for m in &structure.groups[g].members {
             let spec = &structure.tensors[m.tensor];
-            let Some(i) = names.iter().position(|n| *n == spec.name) else {
-                return Err(crate::Error::component(
-                    "width masks",
-                    format!(
-                        "group `{}` reaches `{}`, which the sub-model does not hold",
-                        structure.groups[g].name, spec.name
-                    ),
-                ));
-            };
+            let i = member_tensor(structure, names, g, m)?;
             let mut shape = vec![1i64; spec.shape.len() + 1];
             shape[0] = mask.size()[0];
             shape[m.dim + 1] = spec.shape[m.dim];

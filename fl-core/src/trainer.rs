@@ -14,6 +14,7 @@
 
 mod adan;
 pub mod augment;
+mod aux_adam;
 mod captured_steps;
 mod contrastive;
 pub mod cuda_graph;

@@ -28,8 +28,8 @@
 use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor};
 
-use crate::error::{Error, InvalidKey, Result};
-use crate::learned_width::{WidthBudget, finalize, tensor_factors, unit_params};
+use crate::error::{InvalidKey, Result};
+use crate::learned_width::{WidthBudget, finalize, kept_indices, member_tensor, tensor_factors, unit_params};
 use crate::structure::Structure;
 
 /// `[trainer] platon`: PLATON's moments and its cubic schedule, as shares of a job's steps.
@@ -103,7 +103,8 @@ struct Reach {
 /// A cohort's pruning state: the moments of every reached tensor and the current masks.
 pub(crate) struct Platon {
     cfg: PlatonConfig,
-    budget: WidthBudget,
+    /// The budget's groups (indices into the structure's), learned ones first.
+    groups: Vec<usize>,
     /// Per budget group, where it reaches the job's tensors.
     reaches: Vec<Vec<Reach>>,
     unit_params: Vec<i64>,
@@ -127,22 +128,13 @@ impl Platon {
         steps: &[usize],
         ratios: &[f64],
     ) -> Result<Platon> {
-        if let Some(r) = ratios.iter().find(|r| !(**r > 0.0 && **r <= 1.0)) {
-            return Err(Error::component("platon", format!("a width budget's ratio must be in (0, 1], got {r}")));
-        }
         let groups: Vec<usize> = budget.groups().collect();
         let mut reaches = Vec::with_capacity(groups.len());
         for &g in &groups {
             let group = &structure.groups[g];
             let mut of_group = Vec::new();
             for m in &group.members {
-                let name = &structure.tensors[m.tensor].name;
-                let Some(tensor) = names.iter().position(|n| n == name) else {
-                    return Err(Error::component(
-                        "platon",
-                        format!("group `{}` reaches `{name}`, which the sub-model does not hold", group.name),
-                    ));
-                };
+                let tensor = member_tensor(structure, names, g, m)?;
                 of_group.push(Reach { tensor, dim: m.dim + 1, block: m.block });
             }
             reaches.push(of_group);
@@ -163,9 +155,9 @@ impl Platon {
             groups.iter().map(|&g| Tensor::ones([clients, structure.groups[g].units], (Kind::Float, device))).collect();
         Ok(Platon {
             cfg: cfg.clone(),
-            budget: budget.clone(),
             reaches,
             unit_params: groups.iter().map(|&g| unit_params(structure, g)).collect(),
+            groups,
             moments,
             ratios: table,
             masks,
@@ -234,8 +226,7 @@ impl Platon {
         let device = params[0].device();
         let ratio = Tensor::from_slice(ratios).to_device(device);
         let (kept, _) = finalize(&self.unit_scores(k), &self.unit_params, &[], &ratio);
-        let groups: Vec<usize> = self.budget.groups().collect();
-        let factors = tensor_factors(structure, names, &groups, &kept)?;
+        let factors = tensor_factors(structure, names, &self.groups, &kept)?;
         tch::no_grad(|| {
             for (mask, new) in self.masks.iter_mut().zip(&kept) {
                 mask.narrow(0, 0, k).copy_(new);
@@ -254,10 +245,8 @@ impl Platon {
     /// budget), as its last step left them.
     pub(crate) fn kept_units(&self, slot: usize, structure: &Structure) -> Vec<Option<Vec<i64>>> {
         let mut kept = vec![None; structure.groups.len()];
-        for (g, mask) in self.budget.groups().zip(&self.masks) {
-            let flags = Vec::<f32>::try_from(mask.get(slot as i64).to_device(tch::Device::Cpu))
-                .expect("a float mask reads back");
-            kept[g] = Some((0..flags.len() as i64).filter(|&u| flags[u as usize] > 0.5).collect());
+        for (&g, mask) in self.groups.iter().zip(&self.masks) {
+            kept[g] = Some(kept_indices(&mask.get(slot as i64)));
         }
         kept
     }

@@ -25,8 +25,9 @@ use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor};
 
 use crate::error::{Error, InvalidKey, Result};
-use crate::learned_width::WidthBudget;
+use crate::learned_width::{WidthBudget, member_tensor};
 use crate::structure::Structure;
+use crate::trainer::aux_adam::adam_rows;
 
 /// `[trainer] quantize`: the bit penalty, the rate of the steps and bit-widths, their range.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -79,10 +80,6 @@ struct Quantised {
     block: i64,
 }
 
-/// Adam's constants for the steps and bit-widths.
-const BETAS: (f64, f64) = (0.9, 0.999);
-const EPS: f64 = 1e-8;
-
 /// A cohort's quantisers: per budget group its steps `[C, units]` and bit-widths (`[C, units]`
 /// for heads, `[C, 1]` otherwise), their Adam moments, and the memory budget.
 pub(crate) struct Quantizer {
@@ -133,9 +130,6 @@ impl Quantizer {
         params: &[Tensor],
         ratios: &[f64],
     ) -> Result<Quantizer> {
-        if let Some(r) = ratios.iter().find(|r| !(**r > 0.0 && **r <= 1.0)) {
-            return Err(Error::component("quantize", format!("a budget's ratio must be in (0, 1], got {r}")));
-        }
         let device = params[0].device();
         let clients = ratios.len() as i64;
         let groups: Vec<usize> = budget.groups().collect();
@@ -153,12 +147,7 @@ impl Quantizer {
                 if spec.shape.len() < 2 || weights.iter().any(|q: &Quantised| names[q.tensor] == spec.name) {
                     continue; // Biases stay in full precision; a matrix is quantised by one group.
                 }
-                let Some(tensor) = names.iter().position(|n| *n == spec.name) else {
-                    return Err(Error::component(
-                        "quantize",
-                        format!("group `{}` reaches `{}`, which the sub-model does not hold", group.name, spec.name),
-                    ));
-                };
+                let tensor = member_tensor(structure, names, g, m)?;
                 let q = Quantised { tensor, group: slot, dim: m.dim + 1, block: m.block };
                 let w = params[tensor].abs().movedim([q.dim as i64], [1i64]);
                 let size = w.size();
@@ -243,24 +232,20 @@ impl Quantizer {
     /// (undefined where the loss does not reach them).
     pub(crate) fn step(&mut self, grads: Vec<Tensor>, k: i64) {
         self.updates += 1;
-        let (b1, b2) = BETAS;
-        let scale = self.cfg.lr * (1.0 - b2.powi(self.updates)).sqrt() / (1.0 - b1.powi(self.updates));
         let groups = self.steps.len();
         let (min_bits, max_bits) = (self.cfg.min_bits, self.cfg.max_bits);
-        tch::no_grad(|| {
-            let targets = self.steps.iter_mut().chain(self.bits.iter_mut());
-            for (i, ((t, (m, v)), g)) in targets.zip(&mut self.moments).zip(grads).enumerate() {
-                if !g.defined() {
-                    continue;
-                }
-                let (mut m, mut v, mut t) = (m.narrow(0, 0, k), v.narrow(0, 0, k), t.narrow(0, 0, k));
-                let _ = m.addcmul_(&(&g - &m), &Tensor::from(1.0 - b1));
-                let _ = v.addcmul_(&(g.square() - &v), &Tensor::from(1.0 - b2));
-                t -= (&m / (v.sqrt() + EPS)) * scale;
+        let targets = self.steps.iter().chain(&self.bits);
+        for (i, ((t, moments), g)) in targets.zip(&self.moments).zip(grads).enumerate() {
+            if !g.defined() {
+                continue;
+            }
+            adam_rows(t, moments, &g, k, self.cfg.lr, self.updates);
+            tch::no_grad(|| {
+                let mut t = t.narrow(0, 0, k);
                 let clamped = if i < groups { t.clamp_min(1e-8) } else { t.clamp(min_bits, max_bits) };
                 t.copy_(&clamped);
-            }
-        });
+            });
+        }
     }
 
     /// Each client's parameter-weighted mean bit-width now, `[C]`.

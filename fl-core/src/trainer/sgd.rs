@@ -671,10 +671,13 @@ impl SgdCohort {
         let (mut width, mut platon, mut quantizer) = (None, None, None);
         if let Some(budget) = jobs[order[0]].width.clone() {
             let ratios: Vec<f64> = order.iter().map(|&j| jobs[j].width.as_ref().map_or(1.0, |w| w.ratio)).collect();
+            if let Some(r) = ratios.iter().find(|r| !(**r > 0.0 && **r <= 1.0)) {
+                return Err(Error::component(NAME, format!("a width budget's ratio must be in (0, 1], got {r}")));
+            }
             let structure = model.structure();
             match (&sgd.cfg.width_masks, &sgd.cfg.platon, &sgd.cfg.quantize) {
                 (Some(cfg), _, _) => {
-                    width = Some(WidthMasks::new(cfg, structure, &mut jobs, &order, batch_size)?);
+                    width = Some(WidthMasks::new(cfg, structure, &mut jobs, &order, &ratios, batch_size)?);
                 }
                 (None, Some(cfg), _) => {
                     let slot_steps: Vec<usize> = order.iter().map(|&j| steps[j]).collect();

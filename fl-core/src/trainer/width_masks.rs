@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor};
 
 use crate::data::Dataset;
-use crate::error::{Error, InvalidKey, Result};
+use crate::error::{InvalidKey, Result};
 use crate::learned_width::{WidthBudget, finalize, initial_scores, score_name, tensor_factors, unit_params};
 use crate::model::{Mode, Model, Training};
 use crate::params::ParamSet;
@@ -30,6 +30,7 @@ use crate::rng::CohortNoise;
 use crate::structure::Structure;
 use crate::trainer::TrainJob;
 use crate::trainer::augment::AugmentConfig;
+use crate::trainer::aux_adam::adam_rows;
 use crate::trainer::schedule::{BatchSchedule, StepAt};
 use crate::trainer::sgd::cross_entropy;
 
@@ -95,10 +96,6 @@ pub(crate) struct CohortInputs<'a> {
     pub(crate) augment: Option<&'a AugmentConfig>,
 }
 
-/// Adam's constants for the scores.
-const BETAS: (f64, f64) = (0.9, 0.999);
-const EPS: f64 = 1e-8;
-
 /// A cohort's width masks: scores, their training, and the factors that apply the finalised
 /// masks to the weights.
 pub(crate) struct WidthMasks {
@@ -126,20 +123,18 @@ pub(crate) struct WidthMasks {
 
 impl WidthMasks {
     /// The width masks of a cohort whose jobs (in cohort `order`) share one budget's groups
-    /// and `learn` flag; draws the mask epochs' batches and first scores from the jobs' streams.
+    /// and `learn` flag, slot `c` keeping `ratio[c]`; draws the mask epochs' batches and first
+    /// scores from the jobs' streams.
     pub(crate) fn new(
         cfg: &WidthMaskConfig,
         structure: &Structure,
         jobs: &mut [TrainJob],
         order: &[usize],
+        ratio: &[f64],
         batch_size: usize,
     ) -> Result<WidthMasks> {
         let budget = jobs[order[0]].width.clone().expect("the cohort learns its widths");
         let device = jobs[order[0]].indices.device();
-        let ratio: Vec<f64> = order.iter().map(|&j| jobs[j].width.as_ref().map_or(1.0, |w| w.ratio)).collect();
-        if let Some(r) = ratio.iter().find(|r| !(**r > 0.0 && **r <= 1.0)) {
-            return Err(Error::component("width masks", format!("a width budget's ratio must be in (0, 1], got {r}")));
-        }
         let scores_of = |groups: &[usize], learned: bool, jobs: &mut [TrainJob]| -> Vec<Tensor> {
             groups
                 .iter()
@@ -148,7 +143,7 @@ impl WidthMasks {
                     let name = score_name(&group.name);
                     let rows: Vec<Tensor> = order
                         .iter()
-                        .zip(&ratio)
+                        .zip(ratio)
                         .map(|(&j, &r)| {
                             let job = &mut jobs[j];
                             let kept = job.state.as_ref().and_then(|s| {
@@ -175,7 +170,7 @@ impl WidthMasks {
             BatchSchedule::draw_for_jobs(jobs, order, &steps, batch_size, device)
         });
         let moments = learned.iter().map(|s| (s.zeros_like(), s.zeros_like())).collect();
-        let ratio = Tensor::from_slice(&ratio).to_kind(Kind::Float).to_device(device);
+        let ratio = Tensor::from_slice(ratio).to_kind(Kind::Float).to_device(device);
         let random_masks = finalize(&[], &[], &random, &ratio).1;
         Ok(WidthMasks {
             cfg: cfg.clone(),
@@ -262,17 +257,9 @@ impl WidthMasks {
         let penalty = ratio_penalty(&sampled, &self.unit_params, self.learned_params, &ratio, self.cfg.lambda);
         let loss = (ce + penalty).sum(Kind::Float);
         let grads = Tensor::run_backward(&[loss], &leaves.iter().collect::<Vec<_>>(), false, false);
-        let step = (t + 1) as i32;
-        let (b1, b2) = BETAS;
-        let scale = self.cfg.lr * (1.0 - b2.powi(step)).sqrt() / (1.0 - b1.powi(step));
-        tch::no_grad(|| {
-            for ((scores, (m, v)), g) in self.learned.iter_mut().zip(&mut self.moments).zip(grads) {
-                let (mut m, mut v, mut s) = (m.narrow(0, 0, k), v.narrow(0, 0, k), scores.narrow(0, 0, k));
-                let _ = m.addcmul_(&(&g - &m), &Tensor::from(1.0 - b1));
-                let _ = v.addcmul_(&(g.square() - &v), &Tensor::from(1.0 - b2));
-                s -= (&m / (v.sqrt() + EPS)) * scale;
-            }
-        });
+        for ((scores, moments), g) in self.learned.iter().zip(&self.moments).zip(grads) {
+            adam_rows(scores, moments, &g, k, self.cfg.lr, (t + 1) as i32);
+        }
         Ok(())
     }
 
