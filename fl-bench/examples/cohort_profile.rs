@@ -8,7 +8,7 @@
 
 use fl_core::rng::{CohortNoise, TensorNoise};
 use fl_core::tch::{Cuda, Device, Kind, Reduction, Tensor};
-use fl_core::{Builder, DataSpec, Mode, Params, Registry, Training};
+use fl_core::{Builder, DataSpec, Mode, Params, Registry};
 
 use fl_algos as _;
 use fl_data as _;
@@ -68,7 +68,7 @@ fn main() {
         let _ = noise.dropout_mask(&[k, b, 200], 0.5);
     });
     let loss_of = |inputs: &[Tensor], noise: &mut CohortNoise| {
-        let mut mode = Mode::Train(Training { noise, valid: None });
+        let mut mode = Mode::train(noise);
         let logits = model.forward(inputs, &x, &mut mode);
         let per_sample = logits.reshape([-1, 10]).cross_entropy_loss::<Tensor>(&y, None, Reduction::None, -100, 0.0);
         (per_sample.reshape([k, b]) * &weights).sum(Kind::Float)

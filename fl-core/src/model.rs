@@ -27,20 +27,49 @@ pub enum Mode<'a> {
     Train(Training<'a>),
 }
 
-/// What a training forward pass needs beyond the parameters and inputs.
+/// What a training forward pass needs beyond the parameters and inputs, and what it reports
+/// besides its output.
 pub struct Training<'a> {
-    /// The cohort's tensor noise (dropout), one stream per client.
+    /// The cohort's tensor noise (dropout, sampled decisions), one stream per client.
     pub noise: &'a mut CohortNoise,
     /// `[C, B]`, 1 for a real sample and 0 for padding, when some client's batch is padded
     /// to the cohort's longest batch of the step. Layers that compute statistics over the
     /// batch (BatchNorm) must leave padding out; `None` means every sample is real.
     pub valid: Option<&'a Tensor>,
+    /// The shares of units that input-dependent gates kept, recorded by the pass
+    /// ([`Mode::record_usage`]).
+    usage: Vec<GateUsage>,
+}
+
+/// The kind of unit an input-dependent gate keeps or drops (AdaViT's three decisions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Gate {
+    /// Tokens (patches) entering a block.
+    Tokens,
+    /// Attention heads of a block.
+    Heads,
+    /// A whole block.
+    Blocks,
+}
+
+/// One gate's kept share in one layer: `kept` `[C]`, each client's mean over its real samples
+/// and the layer's units of that kind, differentiable (a straight-through estimate).
+pub struct GateUsage {
+    /// What the gate keeps.
+    pub gate: Gate,
+    /// `[C]`: the kept share per client.
+    pub kept: Tensor,
 }
 
 impl<'a> Mode<'a> {
     /// Training mode without padding.
     pub fn train(noise: &'a mut CohortNoise) -> Self {
-        Mode::Train(Training { noise, valid: None })
+        Mode::padded(noise, None)
+    }
+
+    /// Training mode whose samples `valid` (`[C, B]`, 0 for padding) marks, if some are padding.
+    pub fn padded(noise: &'a mut CohortNoise, valid: Option<&'a Tensor>) -> Self {
+        Mode::Train(Training { noise, valid, usage: Vec::new() })
     }
 
     /// Whether this is a training pass.
@@ -62,6 +91,31 @@ impl<'a> Mode<'a> {
         match self {
             Mode::Train(t) if p > 0.0 => x * t.noise.dropout_mask(&x.size(), p),
             _ => x.shallow_clone(),
+        }
+    }
+
+    /// Uniform floats in [0, 1) of `shape` (`[C, ...]`), each client's row from its own stream,
+    /// in training mode; `None` in evaluation.
+    pub fn uniform(&mut self, shape: &[i64]) -> Option<Tensor> {
+        match self {
+            Mode::Train(t) => Some(t.noise.uniform(shape)),
+            Mode::Eval => None,
+        }
+    }
+
+    /// Records a gate's kept share in a training pass (nothing in evaluation), for the trainer's
+    /// usage loss.
+    pub fn record_usage(&mut self, gate: Gate, kept: Tensor) {
+        if let Mode::Train(t) = self {
+            t.usage.push(GateUsage { gate, kept });
+        }
+    }
+
+    /// The gate usage recorded so far, in the order recorded; none in evaluation.
+    pub fn take_usage(&mut self) -> Vec<GateUsage> {
+        match self {
+            Mode::Train(t) => std::mem::take(&mut t.usage),
+            Mode::Eval => Vec::new(),
         }
     }
 }
@@ -179,6 +233,12 @@ pub trait Model: Send + Sync {
     /// from host memory and no host value that changes between steps. Default yes.
     fn replayable(&self) -> bool {
         true
+    }
+
+    /// Whether a training pass records input-dependent gates' usage ([`Mode::record_usage`]),
+    /// which a usage loss ([`crate::trainer::sgd::SgdConfig::usage`]) needs. Default no.
+    fn records_usage(&self) -> bool {
+        false
     }
 }
 

@@ -27,6 +27,7 @@ pub mod rates;
 pub mod reference;
 mod schedule;
 pub mod sgd;
+pub mod usage;
 pub mod width_masks;
 
 use std::sync::Arc;
@@ -140,6 +141,11 @@ pub enum BudgetUse {
     /// The client trains the whole held sub-model on fake-quantised weights within its memory
     /// ratio and uploads its full-precision weights (Q-ViT, [`quantize`]).
     Quantisation,
+    /// The client trains the whole held sub-model, whose input-dependent decisions drop
+    /// patches, heads and blocks at a usage pulled to its budget, and uploads it whole (AdaViT,
+    /// [`usage`]): its training computes every unit (the decisions mask them), so it is priced
+    /// as the whole.
+    Decisions,
 }
 
 /// What a job returns to the engine.

@@ -494,6 +494,8 @@ fn a_client_chooses_its_width_one_way() {
     let both =
         SgdConfig { platon: Some(Default::default()), width_masks: Some(Default::default()), ..Default::default() };
     assert_eq!(both.validate().unwrap_err().key, "platon");
+    let both = SgdConfig { quantize: Some(Default::default()), usage: Some(Default::default()), ..Default::default() };
+    assert_eq!(both.validate().unwrap_err().key, "usage");
 }
 
 #[test]

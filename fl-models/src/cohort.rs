@@ -208,7 +208,6 @@ pub fn attention(q: &Tensor, k: &Tensor, v: &Tensor, head_dim: i64) -> Tensor {
 mod tests {
     use super::*;
     use crate::testing::{input, noise};
-    use fl_core::Training;
     use proptest::prelude::*;
     use tch::Device;
 
@@ -309,7 +308,7 @@ mod tests {
             );
             let (mean, var) = (mean0.copy(), var0.copy());
             let mut n = noise(1);
-            let mode = Mode::Train(Training { noise: &mut n, valid: padded.then_some(&valid) });
+            let mode = Mode::padded(&mut n, padded.then_some(&valid));
             let y = from_grouped(&batch_norm(&to_grouped(&x), &weight, &bias, &mean, &var, &mode), c);
             // A random weighting of the real outputs, so that gradients are checked too.
             let probe = input(&[c, b, ch, h, w], seed + 5) * valid.reshape([c, b, 1, 1, 1]);
@@ -367,7 +366,7 @@ mod tests {
         let (mean2, var2) = (mean.zeros_like(), var.ones_like());
         let valid = tensor(&[1., 1., 0.], &[1, 3]);
         let mut n = noise(1);
-        let mode = Mode::Train(Training { noise: &mut n, valid: Some(&valid) });
+        let mode = Mode::padded(&mut n, Some(&valid));
         let y2 = batch_norm(&padded, &weight, &bias, &mean2, &var2, &mode);
         assert!(y2.narrow(0, 0, 2).allclose(&y, 1e-6, 1e-6, false), "{y2}");
         assert!(mean2.allclose(&mean, 1e-6, 1e-7, false) && var2.allclose(&var, 1e-6, 1e-7, false));
@@ -391,7 +390,7 @@ mod tests {
         let (mean, var) = (input(&[2, ch], 10), input(&[2, ch], 11).abs() + 0.5);
         let (mean1, var1) = (mean.get(1).copy().unsqueeze(0), var.get(1).copy().unsqueeze(0));
         let mut n = noise(1);
-        let mode = Mode::Train(Training { noise: &mut n, valid: Some(&valid) });
+        let mode = Mode::padded(&mut n, Some(&valid));
         let y = from_grouped(&batch_norm(&to_grouped(&x), &weight, &bias, &mean, &var, &mode), 2);
         let alone_x = x.narrow(0, 1, 1).narrow(1, 0, 3);
         let alone = batch_norm(

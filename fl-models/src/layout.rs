@@ -25,6 +25,10 @@ pub(crate) enum Fill {
     },
     Zeros,
     Ones,
+    /// Every element `value` (a decision's starting bias).
+    Constant {
+        value: f64,
+    },
     /// `nn.Embedding`: N(0, 1) with the row `padding_idx` zeroed.
     Embedding {
         padding_idx: i64,
@@ -146,6 +150,7 @@ impl Layout {
                 Fill::Normal { std } => init::normal(rng, &t.shape, std),
                 Fill::Zeros => Tensor::zeros(t.shape.as_slice(), (Kind::Float, Device::Cpu)),
                 Fill::Ones => Tensor::ones(t.shape.as_slice(), (Kind::Float, Device::Cpu)),
+                Fill::Constant { value } => Tensor::full(t.shape.as_slice(), value, (Kind::Float, Device::Cpu)),
                 Fill::Embedding { padding_idx } => init::embedding(rng, &t.shape, Some(padding_idx)),
             })
             .collect();

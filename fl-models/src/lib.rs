@@ -28,6 +28,7 @@ mod testing;
 mod textcnn;
 mod vgg11;
 mod vit;
+mod vit_decisions;
 pub mod vit_import;
 
 pub use alexnet::{AlexNet, AlexNetConfig};
@@ -41,3 +42,4 @@ pub use resnet20::{ResNet20, ResNet20Config};
 pub use textcnn::{TextCnn, TextCnnConfig};
 pub use vgg11::{Vgg11, Vgg11Config};
 pub use vit::{Vit, VitConfig, VitDims, VitPreset};
+pub use vit_decisions::DecisionsConfig;

@@ -36,6 +36,12 @@
 //! (8 blocks, D 128, MLP 512, 8 heads, P 7: 16 patches of a 28×28 image) and `small32`
 //! (the same with P 4: 64 patches of a 32×32 image).
 //!
+//! **Decisions** (`decisions = {}`): AdaViT's per-block decision networks
+//! ([`crate::vit_decisions`]), three linear maps of the class token at each block's input that
+//! decide per sample which patches and heads the block computes and whether it runs. Their
+//! tensors end each block (`blocks.{i}.decide.tokens`, `.heads`, `.block`, weight and bias);
+//! a head's decision row belongs to the head's unit.
+//!
 //! **Pretrained weights**: `pretrained = { path = "vit_b16.safetensors" }` starts from a timm or
 //! Hugging Face checkpoint ([`crate::vit_import`]: position embeddings resized to the model's
 //! grid, Co-S²P's copied blocks for deeper models, a fresh head for another class count).
@@ -56,6 +62,7 @@ use tch::Tensor;
 use crate::cohort;
 use crate::flops;
 use crate::layout::{Cursor, Fill, Layout};
+use crate::vit_decisions::{self, BlockDecisions, DecisionsConfig};
 use crate::vit_import::{Imported, PretrainedConfig, import};
 
 /// The model's registered name, which its errors begin with.
@@ -128,6 +135,10 @@ pub struct VitConfig {
     /// Initial weights from a `safetensors` checkpoint (timm or Hugging Face naming; see
     /// [`crate::vit_import`]); absent: timm's random initialisation.
     pub pretrained: Option<PretrainedConfig>,
+    /// AdaViT's decision networks ([`crate::vit_decisions`]): each block decides per sample
+    /// which patches and heads it computes and whether it runs; absent: every block computes
+    /// everything.
+    pub decisions: Option<DecisionsConfig>,
 }
 
 /// The resolved sizes of a ViT.
@@ -171,6 +182,9 @@ impl VitConfig {
         }
         if !(0.0..1.0).contains(&self.dropout) {
             return Err(InvalidKey::new("dropout", format!("must be in [0, 1), got {}", self.dropout)));
+        }
+        if let Some(decisions) = &self.decisions {
+            decisions.validate()?;
         }
         let ascending = self.exits.windows(2).all(|w| w[0] < w[1]);
         if !ascending || self.exits.iter().any(|&e| e < 1 || e >= d.depth) {
@@ -238,6 +252,19 @@ impl Vit {
             let head_rows = |t: usize| [(t, 0, hd), (t + 1, 0, hd)];
             let mut heads: Vec<(usize, usize, i64)> = [q, k, v].into_iter().flat_map(head_rows).collect();
             heads.push((proj, 1, hd));
+            if let Some(decisions) = &cfg.decisions {
+                // A head's decision row is one of its units' rows, so a sub-model of fewer heads
+                // decides over the heads it holds.
+                let bias = Fill::Constant { value: decisions.initial_bias() };
+                for (net, units) in [("tokens", patches), ("heads", d.heads), ("block", 1)] {
+                    let w =
+                        l.tensor(&format!("{b}.decide.{net}.weight"), [units, dm], Fill::Normal { std: INIT_STD }, 1);
+                    l.tensor(&format!("{b}.decide.{net}.bias"), [units], bias, 1);
+                    if net == "heads" {
+                        heads.extend([(w, 0, 1), (w + 1, 0, 1)]);
+                    }
+                }
+            }
             l.group(&format!("{b}.heads"), d.heads, &heads);
             l.group(&format!("{b}.mlp"), d.mlp, &[(fc1, 0, 1), (fc1 + 1, 0, 1), (fc2, 1, 1)]);
         }
@@ -274,20 +301,25 @@ impl Vit {
         self.imported.as_ref()
     }
 
+    /// Tensors per block: 16, and AdaViT's decision networks' where set.
+    fn per_block(&self) -> usize {
+        PER_BLOCK + if self.cfg.decisions.is_some() { vit_decisions::TENSORS } else { 0 }
+    }
+
     /// Blocks and read-outs (early exits, then the final one) of a (sub-)model of `tensors`
     /// tensors, `matrix(i)` saying whether tensor i is a weight matrix: after the stem, each
-    /// block is 16 tensors whose fifth (the k projection) is a matrix, each read-out 4 whose
-    /// fifth would be the next read-out's LayerNorm weight. The full model's exits count as
-    /// read-outs.
+    /// block is [`Vit::per_block`] tensors whose fifth (the k projection) is a matrix, each
+    /// read-out 4 whose fifth would be the next read-out's LayerNorm weight. The full model's
+    /// exits count as read-outs.
     ///
     /// # Panics
     /// If the tensors after the blocks are not whole read-outs.
-    fn layout_of(tensors: usize, matrix: impl Fn(usize) -> bool) -> (usize, usize) {
+    fn layout_of(&self, tensors: usize, matrix: impl Fn(usize) -> bool) -> (usize, usize) {
         let mut i = STEM;
         let mut blocks = 0;
         while i + 4 < tensors && matrix(i + 4) {
             blocks += 1;
-            i += PER_BLOCK;
+            i += self.per_block();
         }
         let rest = tensors.saturating_sub(i);
         assert!(
@@ -298,13 +330,13 @@ impl Vit {
     }
 
     /// [`Vit::layout_of`] for stacked cohort tensors.
-    fn layout_of_stacked(params: &[Tensor]) -> (usize, usize) {
-        Self::layout_of(params.len(), |i| params[i].dim() == 3)
+    fn layout_of_stacked(&self, params: &[Tensor]) -> (usize, usize) {
+        self.layout_of(params.len(), |i| params[i].dim() == 3)
     }
 
     /// [`Vit::layout_of`] for unstacked shapes.
-    fn layout_of_shapes(shapes: &[Vec<i64>]) -> (usize, usize) {
-        Self::layout_of(shapes.len(), |i| shapes[i].len() == 2)
+    fn layout_of_shapes(&self, shapes: &[Vec<i64>]) -> (usize, usize) {
+        self.layout_of(shapes.len(), |i| shapes[i].len() == 2)
     }
 
     /// The token sequences `[C, B, T, D]` after the stem, and after each of `blocks` blocks
@@ -350,6 +382,21 @@ impl Vit {
         let (n2w, n2b) = p.pair();
         let (f1w, f1b) = p.pair();
         let (f2w, f2b) = p.pair();
+        if let Some(cfg) = &self.cfg.decisions {
+            let nets = [(); vit_decisions::TENSORS].map(|_| p.next());
+            let decided = BlockDecisions::decide(x, nets, cfg, mode);
+            let h = cohort::layer_norm(x, n1w, n1b, LN_EPS);
+            let attended = decided.attention(
+                &cohort::tokens_linear(&h, qw, qb),
+                &cohort::tokens_linear(&h, kw, kb),
+                &cohort::tokens_linear(&h, vw, vb),
+                self.dims.hidden / self.dims.heads,
+            );
+            let x = x + decided.gate(&mode.dropout(&cohort::tokens_linear(&attended, pw, pb), drop));
+            let h = cohort::layer_norm(&x, n2w, n2b, LN_EPS);
+            let h = mode.dropout(&cohort::tokens_linear(&h, f1w, f1b).gelu("none"), drop);
+            return &x + decided.gate(&mode.dropout(&cohort::tokens_linear(&h, f2w, f2b), drop));
+        }
         let h = cohort::layer_norm(x, n1w, n1b, LN_EPS);
         let attended = cohort::attention(
             &cohort::tokens_linear(&h, qw, qb),
@@ -383,8 +430,8 @@ impl Model for Vit {
 
     fn features(&self, body: &[Tensor], x: &Tensor, mode: &mut Mode) -> Tensor {
         // The body lacks the last read-out's head pair: count as if it were there.
-        let (blocks, readouts) = Self::layout_of(body.len() + 2, |i| body[i].dim() == 3);
-        let mut p = Cursor::new(NAME, body, STEM + PER_BLOCK * blocks + READOUT * readouts - 2);
+        let (blocks, readouts) = self.layout_of(body.len() + 2, |i| body[i].dim() == 3);
+        let mut p = Cursor::new(NAME, body, STEM + self.per_block() * blocks + READOUT * readouts - 2);
         let h = self.stages(&mut p, x, body[0].size()[0], blocks, mode).pop().expect("the last stage");
         for _ in 0..READOUT * (readouts - 1) {
             p.next(); // Early exits, which the deepest read-out does not use.
@@ -394,7 +441,7 @@ impl Model for Vit {
     }
 
     fn forward_exits(&self, params: &[Tensor], x: &Tensor, mode: &mut Mode, depths: &[usize]) -> Vec<Tensor> {
-        let (blocks, readouts) = Self::layout_of_stacked(params);
+        let (blocks, readouts) = self.layout_of_stacked(params);
         assert_eq!(depths.len(), readouts, "{NAME}: {readouts} read-outs, {} depths given", depths.len());
         let mut p = Cursor::new(NAME, params, params.len());
         let stages = self.stages(&mut p, x, params[0].size()[0], blocks, mode);
@@ -413,15 +460,21 @@ impl Model for Vit {
         self.activations(shapes)
     }
 
+    fn records_usage(&self) -> bool {
+        self.cfg.decisions.is_some()
+    }
+
     fn flops_per_tensor(&self, shapes: &[Vec<i64>]) -> Vec<f64> {
-        let (blocks, readouts) = Self::layout_of_shapes(shapes);
+        let (blocks, readouts) = self.layout_of_shapes(shapes);
         let exits = readouts - 1;
         let (t, patches) = (self.tokens, self.tokens - 1);
         // Output positions: the patch projection at every patch, a block's linear maps at every
         // token, LayerNorms nothing (uncounted), each read-out's head once.
         let mut positions = vec![0, 0, patches, patches];
+        let decisions = self.per_block() - PER_BLOCK;
         for _ in 0..blocks {
             positions.extend([0, 0, t, t, t, t, t, t, t, t, 0, 0, t, t, t, t]);
+            positions.extend(std::iter::repeat_n(1, decisions)); // On the class token.
         }
         // Every read-out, early exits included (a sub-model distilling into them runs them).
         for _ in 0..=exits {
@@ -431,7 +484,7 @@ impl Model for Vit {
         let mut out: Vec<f64> = shapes.iter().zip(&positions).map(|(s, &n)| flops::of_tensor(s, n)).collect();
         for block in 0..blocks {
             // The attention products, at the kept width (the q weight's rows).
-            let q = STEM + block * PER_BLOCK + 2;
+            let q = STEM + block * self.per_block() + 2;
             out[q] += 4.0 * (t * t * shapes[q][0]) as f64;
         }
         out
@@ -450,13 +503,16 @@ impl Vit {
     ///   log-sum-exp (`4·T·w + h·T`, the fused kernel keeps no T×T weights) and the projection's
     ///   input (`T·w`); GELU's input and `fc2`'s (`2·T·M`); with dropout, each mask (`2·T·D +
     ///   T·M`);
+    /// - with decisions, the attention's explicit weights (the exponentials, their masked and
+    ///   normalised values, `3·h·T²`), the head-masked output (`T·w`) and the gated branches
+    ///   (`2·T·D`), on the block's first tensor;
     /// - the position-embedding dropout's mask (`T·D`), on the class token;
     /// - the read-out: the class token's LayerNorm (`3·D + 2`) and the loss's log-probabilities.
     ///
     /// Within 5% of the heap growth measured across a training forward pass (`fl-models`'
     /// `job_memory` tests).
     fn activations(&self, shapes: &[Vec<i64>]) -> Vec<f64> {
-        let (blocks, readouts) = Self::layout_of_shapes(shapes);
+        let (blocks, readouts) = self.layout_of_shapes(shapes);
         let exits = readouts - 1;
         let (t, d) = (self.tokens as f64, self.dims.hidden as f64);
         let dropout = if self.cfg.dropout > 0.0 { 1.0 } else { 0.0 };
@@ -464,8 +520,9 @@ impl Vit {
         let mut out = vec![0.0; shapes.len()];
         out[0] = dropout * t * d;
         out[2] = (t - 1.0) * (self.input[0] * self.dims.patch * self.dims.patch) as f64;
+        let decisions = if self.cfg.decisions.is_some() { 1.0 } else { 0.0 };
         for b in 0..blocks {
-            let first = STEM + b * PER_BLOCK;
+            let first = STEM + b * self.per_block();
             let width = shapes[first + 2][0] as f64;
             let neurons = shapes[first + 12][0] as f64;
             let below = if b == 0 { 1 } else { first - 1 };
@@ -475,9 +532,10 @@ impl Vit {
                 + 5.0 * t * width
                 + (width / head_dim) * t
                 + 2.0 * t * neurons
-                + dropout * (2.0 * t * d + t * neurons);
+                + dropout * (2.0 * t * d + t * neurons)
+                + decisions * (3.0 * (width / head_dim) * t * t + t * width + 2.0 * t * d);
         }
-        let readout = STEM + blocks * PER_BLOCK + READOUT * exits;
+        let readout = STEM + blocks * self.per_block() + READOUT * exits;
         out[readout] = 3.0 * d + 2.0;
         out[readout + 2] = shapes[readout + 2][0] as f64;
         out

@@ -16,7 +16,8 @@
 //!   E3 rule (ViT-Base(Ext.)'s blocks 13–16 from ViT-B's 9–12). Otherwise the depths must agree.
 //! - **Head.** The classifier is imported when its shape matches (same class count) and kept at
 //!   its fresh initialisation otherwise, as fine-tuning to a new label set does; `head = "never"`
-//!   always keeps it fresh. Early exits are never in a checkpoint and keep theirs.
+//!   always keeps it fresh. Early exits and AdaViT's decision networks are never in a
+//!   checkpoint and keep theirs.
 //!
 //! A tensor the model needs and the checkpoint lacks, or one of another shape, is an error that
 //! names the tensor (ours and the checkpoint's) and both shapes.
@@ -201,7 +202,8 @@ pub fn import(structure: &Structure, blocks: usize, grid: (i64, i64), cfg: &Pret
         Imported { tensors: Vec::new(), fresh: Vec::new(), copied_blocks: Vec::new(), resized_positions: None };
     for (index, spec) in structure.tensors.iter().enumerate() {
         let ours = spec.name.as_str();
-        if ours.starts_with("exits.") || (ours.starts_with("head.") && cfg.head == HeadImport::Never) {
+        let never_in_a_checkpoint = ours.starts_with("exits.") || ours.contains(".decide.");
+        if never_in_a_checkpoint || (ours.starts_with("head.") && cfg.head == HeadImport::Never) {
             imported.fresh.push(spec.name.clone());
             continue;
         }
@@ -429,6 +431,22 @@ mod tests {
         assert!(
             Vit::new(VitConfig { pretrained: pretrained(&path, Extend::RepeatLast), ..cfg(5) }, &spec(8, 3)).is_err()
         );
+    }
+
+    #[test]
+    fn decision_networks_stay_fresh_and_the_backbone_is_imported() {
+        let source = Vit::new(cfg(2), &spec(8, 3)).unwrap();
+        let want = params(&source);
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(&dir, &timm(&want));
+        let decided =
+            VitConfig { pretrained: pretrained(&path, Extend::Refuse), decisions: Some(Default::default()), ..cfg(2) };
+        let m = Vit::new(decided, &spec(8, 3)).unwrap();
+        let fresh = &m.imported().unwrap().fresh;
+        assert_eq!(fresh.len(), 12, "three decision nets of two tensors in each of two blocks: {fresh:?}");
+        assert!(fresh.iter().all(|n| n.contains(".decide.")), "{fresh:?}");
+        let got = m.init(&mut Rng::seed_from_u64(3));
+        assert!(got.get("blocks.1.mlp.fc1.weight").unwrap().equal(want.get("blocks.1.mlp.fc1.weight").unwrap()));
     }
 
     #[test]

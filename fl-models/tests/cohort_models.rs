@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use fl_core::rng::{CohortNoise, Rng, TensorNoise};
 use fl_core::tch::{Device, Kind, Tensor};
-use fl_core::{Builder, DataSpec, Mode, Model, Params, Registry, Training, forward_one};
+use fl_core::{Builder, DataSpec, Mode, Model, Params, Registry, forward_one};
 use proptest::prelude::*;
 use rand::SeedableRng;
 
@@ -94,8 +94,7 @@ fn cohort_vs_alone_with(
     );
     let padded = real.iter().any(|&n| n < batch);
     let mut noise = CohortNoise::new((0..clients as u64).map(TensorNoise::new).collect(), Device::Cpu);
-    let mut mode =
-        if train { Mode::Train(Training { noise: &mut noise, valid: padded.then_some(&valid) }) } else { Mode::Eval };
+    let mut mode = if train { Mode::padded(&mut noise, padded.then_some(&valid)) } else { Mode::Eval };
     let logits = model.forward(&stacked, &x, &mut mode);
     assert_eq!(logits.size(), [clients, batch, spec.classes]);
     let mut worst = 0f64;

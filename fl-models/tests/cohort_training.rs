@@ -279,6 +279,12 @@ fn vit_trains_the_same_in_a_cohort_full_narrowed_and_in_a_depth_window() {
         let d = c.max_difference(&cfg(0.5, 0.1));
         assert!(d <= 1e-5, "width {width:?}, window {window:?}: max difference {d}");
     }
+    // With AdaViT's decisions (sampled from each client's stream), whole and of half the heads.
+    let decided = format!("{vit}\ndecisions = {{ initial_keep = 0.7 }}");
+    for width in [None, Some(0.5)] {
+        let d = case("vit", &decided, image(3, 4), &[6, 3, 5], width).max_difference(&cfg(0.5, 0.1));
+        assert!(d <= 1e-5, "decisions, width {width:?}: max difference {d}");
+    }
 }
 
 #[test]

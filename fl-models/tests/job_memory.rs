@@ -73,6 +73,23 @@ fn the_vits_activation_count_matches_the_heap_growth_of_a_forward_pass() {
 }
 
 #[test]
+fn with_decisions_the_count_matches_the_heap_growth_too() {
+    let _alone = HEAP.lock().unwrap();
+    for (hidden, mlp, heads, depth, dropout, batch) in [(64, 128, 4, 2, 0.0, 32), (96, 384, 6, 3, 0.1, 24)] {
+        let plain = vit(hidden, mlp, heads, depth, dropout);
+        let cfg = VitConfig { decisions: Some(Default::default()), ..plain.config().clone() };
+        let m = Vit::new(cfg, &DataSpec { input_shape: vec![3, 32, 32], classes: 10, vocab_size: None }).unwrap();
+        let estimate = job_memory(&m, &m.structure().shapes(), &Mask::Full, 4, batch as usize).activations;
+        let measured = measured_activations(&m, &Mask::Full, batch);
+        let ratio = measured / estimate;
+        assert!(
+            (0.94..1.06).contains(&ratio),
+            "D {hidden}, {depth} blocks, dropout {dropout}: measured {measured:.0} B, estimated {estimate:.0} B (ratio {ratio:.3})"
+        );
+    }
+}
+
+#[test]
 fn parameters_gradients_and_optimizer_state_follow_the_sub_models_shapes() {
     let _alone = HEAP.lock().unwrap();
     let m = vit(64, 128, 4, 2, 0.0);

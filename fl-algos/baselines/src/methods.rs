@@ -158,6 +158,16 @@ inventory::submit! {
     }
 }
 
+inventory::submit! {
+    Method {
+        name: "fedavg-adavit",
+        summary: "FedAvg+AdaViT: synchronous rounds; each client trains the whole ViT whose per-block decision networks drop patches, heads and blocks per sample, a usage loss pulling their kept shares to its budget; backbone and decision networks averaged",
+        paper: "Meng et al., AdaViT, CVPR 2022 (a baseline of Li et al., Co-S²P, arXiv:2410.08457)",
+        preset: include_str!("../presets/fedavg-adavit.toml"),
+        origin: module_path!(),
+    }
+}
+
 // The model must be the masked network: `[model] name = "probability-mask"` with the frozen
 // network as `base = { name = ... }`; scores train best with Adam at a high rate (FedPM: 0.1).
 inventory::submit! {

@@ -227,10 +227,11 @@ impl World {
         // A client that chooses its width trains (and uploads) what its budget keeps, after
         // training its scores over the whole held sub-model in a mask round; one that prunes
         // while training trains the whole held sub-model and uploads what its budget keeps; one
-        // that quantises trains and uploads the whole held sub-model.
+        // that quantises, or decides per input what to compute, trains and uploads the whole
+        // held sub-model.
         let whole = || (mask.shallow_clone(), mask.shallow_clone(), 0.0);
         let (trained, uploaded_mask, mask_passes) = match (self.width_trained(mask), self.trainer.budget_use()) {
-            (None, _) | (Some(_), BudgetUse::Quantisation) => whole(),
+            (None, _) | (Some(_), BudgetUse::Quantisation | BudgetUse::Decisions) => whole(),
             (Some((sized, _)), BudgetUse::Pruning) => (mask.shallow_clone(), sized, 0.0),
             (Some((sized, budget)), BudgetUse::LearnedMask) if budget.learn => {
                 (sized.shallow_clone(), sized, self.trainer.width_mask_passes(self.clients[client].samples))

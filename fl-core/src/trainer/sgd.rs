@@ -27,7 +27,7 @@ use tch::{Device, Kind, Reduction, Tensor};
 
 use crate::data::Dataset;
 use crate::error::{Error, InvalidKey, Result, TrainerError};
-use crate::model::{Mode, Model, Training};
+use crate::model::{Mode, Model};
 use crate::model::{linear, split_classifier};
 use crate::params::ParamSet;
 use crate::rng::CohortNoise;
@@ -44,6 +44,7 @@ use crate::trainer::platon::{Platon, PlatonConfig};
 use crate::trainer::quantize::{QuantizeConfig, Quantizer};
 use crate::trainer::rates::{ClientRates, DelayScaling, LrDecay, Moments, RateConfig, RateTable};
 use crate::trainer::schedule::{BatchSchedule, StepAt};
+use crate::trainer::usage::{UsageConfig, UsageLoss};
 use crate::trainer::width_masks::{CohortInputs, WidthMaskConfig, WidthMasks};
 use crate::trainer::{BudgetUse, LocalTrainer, PullInfo, PullMerge, TrainJob, TrainOutcome, TrainSession};
 
@@ -149,7 +150,7 @@ pub struct SgdConfig {
     pub distill: Option<DistillConfig>,
     /// How a client whose job lets it choose its width learns its mask before its weights
     /// (Co-S²P, [`crate::trainer::width_masks`]); absent: such jobs are refused unless
-    /// `platon` is set.
+    /// `platon`, `quantize` or `usage` is set.
     pub width_masks: Option<WidthMaskConfig>,
     /// Instead of `width_masks`: such a client trains its whole held sub-model and prunes it
     /// to its budget on the way, by PLATON's importance ([`crate::trainer::platon`]).
@@ -158,6 +159,10 @@ pub struct SgdConfig {
     /// weights whose learned bit-widths fit its budget as a memory ratio, after Q-ViT
     /// ([`crate::trainer::quantize`]).
     pub quantize: Option<QuantizeConfig>,
+    /// Instead of `width_masks`: such a client trains its whole held model, whose input-dependent
+    /// decisions (a `vit` with `decisions`) drop patches, heads and blocks, and AdaViT's usage
+    /// loss pulls their kept shares to its budget ([`crate::trainer::usage`]).
+    pub usage: Option<UsageConfig>,
     /// On CUDA, capture each step shape of a cohort once as a CUDA graph and replay it (one
     /// launch a step instead of a hundred; [`crate::trainer::cuda_graph`]), where the build
     /// has CUDA graphs and the options allow (cohorts of at most 128 clients, SGD or Adam, no
@@ -201,6 +206,7 @@ impl Default for SgdConfig {
             width_masks: None,
             platon: None,
             quantize: None,
+            usage: None,
             cuda_graphs: true,
         }
     }
@@ -242,11 +248,19 @@ impl SgdConfig {
         if let Some(quantize) = &self.quantize {
             quantize.validate()?;
         }
-        let ways = [self.width_masks.is_some(), self.platon.is_some(), self.quantize.is_some()];
-        if ways.iter().filter(|&&on| on).count() > 1 {
+        if let Some(usage) = &self.usage {
+            usage.validate()?;
+        }
+        let ways = [
+            ("width_masks", self.width_masks.is_some()),
+            ("platon", self.platon.is_some()),
+            ("quantize", self.quantize.is_some()),
+            ("usage", self.usage.is_some()),
+        ];
+        if let [_, (second, _), ..] = ways.iter().filter(|(_, on)| *on).collect::<Vec<_>>()[..] {
             return Err(InvalidKey::new(
-                if self.platon.is_some() { "platon" } else { "quantize" },
-                "a client uses its width budget one way: learned masks (width_masks), pruning while training (platon) or quantisation (quantize), not two",
+                *second,
+                "a client uses its width budget one way: learned masks (width_masks), pruning while training (platon), quantisation (quantize) or input-dependent decisions (usage), not two",
             ));
         }
         if self.batch_size == 0 {
@@ -384,10 +398,12 @@ impl LocalTrainer for Sgd {
     }
 
     fn budget_use(&self) -> BudgetUse {
-        match (&self.cfg.platon, &self.cfg.quantize) {
-            (Some(_), _) => BudgetUse::Pruning,
-            (None, Some(_)) => BudgetUse::Quantisation,
-            (None, None) => BudgetUse::LearnedMask,
+        let cfg = &self.cfg;
+        match (&cfg.platon, &cfg.quantize, &cfg.usage) {
+            (Some(_), _, _) => BudgetUse::Pruning,
+            (None, Some(_), _) => BudgetUse::Quantisation,
+            (None, None, Some(_)) => BudgetUse::Decisions,
+            (None, None, None) => BudgetUse::LearnedMask,
         }
     }
 
@@ -457,6 +473,8 @@ struct SgdCohort {
     platon: Option<Platon>,
     /// Q-ViT: the clients' fake quantisation, when the jobs spend their budgets so.
     quantizer: Option<Quantizer>,
+    /// AdaViT: the usage loss of the clients' decisions, when the jobs spend their budgets so.
+    usage: Option<UsageLoss>,
     /// FedASMU's learned merge, its weight and reward (a cohort of one).
     pull_merge: Option<PullMerge>,
     schedule: BatchSchedule,
@@ -669,31 +687,44 @@ impl SgdCohort {
         let noise = CohortNoise::new(order.iter().map(|&j| jobs[j].noise.clone()).collect(), device);
         let schedule = BatchSchedule::draw_for_jobs(&mut jobs, &order, &steps, batch_size, device);
         let (mut width, mut platon, mut quantizer) = (None, None, None);
+        // A job without a budget may use its whole held model: ratio 1.
+        let ratios: Vec<f64> = order.iter().map(|&j| jobs[j].width.as_ref().map_or(1.0, |w| w.ratio)).collect();
         if let Some(budget) = jobs[order[0]].width.clone() {
-            let ratios: Vec<f64> = order.iter().map(|&j| jobs[j].width.as_ref().map_or(1.0, |w| w.ratio)).collect();
             if let Some(r) = ratios.iter().find(|r| !(**r > 0.0 && **r <= 1.0)) {
                 return Err(Error::component(NAME, format!("a width budget's ratio must be in (0, 1], got {r}")));
             }
             let structure = model.structure();
-            match (&sgd.cfg.width_masks, &sgd.cfg.platon, &sgd.cfg.quantize) {
-                (Some(cfg), _, _) => {
+            let c = &sgd.cfg;
+            match (&c.width_masks, &c.platon, &c.quantize, &c.usage) {
+                (Some(cfg), _, _, _) => {
                     width = Some(WidthMasks::new(cfg, structure, &mut jobs, &order, &ratios, batch_size)?);
                 }
-                (None, Some(cfg), _) => {
+                (None, Some(cfg), _, _) => {
                     let slot_steps: Vec<usize> = order.iter().map(|&j| steps[j]).collect();
                     platon = Some(Platon::new(cfg, structure, &budget, &names, &start, &slot_steps, &ratios)?);
                 }
-                (None, None, Some(cfg)) => {
+                (None, None, Some(cfg), _) => {
                     quantizer = Some(Quantizer::new(cfg, structure, &budget, &names, &start, &ratios)?);
                 }
-                (None, None, None) => {
+                (None, None, None, Some(_)) => {} // The usage loss, below.
+                (None, None, None, None) => {
                     return Err(Error::component(
                         NAME,
-                        "the jobs let their clients choose their widths (the mask policy sets a width budget): set [trainer] width_masks, platon or quantize",
+                        "the jobs let their clients choose their widths (the mask policy sets a width budget): set [trainer] width_masks, platon, quantize or usage",
                     ));
                 }
             }
         }
+        let usage = match &sgd.cfg.usage {
+            Some(_) if !model.records_usage() => {
+                return Err(Error::component(
+                    NAME,
+                    "[trainer] usage needs a model with input-dependent decisions (a vit with decisions = {})",
+                ));
+            }
+            Some(cfg) => Some(UsageLoss::new(cfg, &ratios, device)),
+            None => None,
+        };
         let cfg = &sgd.cfg;
         let rate_config = RateConfig {
             lr: cfg.lr,
@@ -741,6 +772,7 @@ impl SgdCohort {
             width,
             platon,
             quantizer,
+            usage,
             pull_merge: None,
             schedule,
             noise,
@@ -814,6 +846,7 @@ impl SgdCohort {
             && self.width.is_none()
             && self.platon.is_none()
             && self.quantizer.is_none()
+            && self.usage.is_none()
             && self.cfg.augment.is_none()
             && self.cfg.distill.is_none()
     }
@@ -865,7 +898,7 @@ impl SgdCohort {
             (Some(q), Some(leaves)) => q.forward_inputs(&inputs, leaves),
             _ => inputs.iter().map(Tensor::shallow_clone).collect(),
         };
-        let mut mode = Mode::Train(Training { noise: &mut self.noise, valid: valid.as_ref() });
+        let mut mode = Mode::padded(&mut self.noise, valid.as_ref());
         // MOON reads the features the classifier reads, from the same pass.
         let (per_client, batch_loss, features) = match (&self.contrast, &self.cfg.distill) {
             (Some(_), _) => {
@@ -885,6 +918,11 @@ impl SgdCohort {
                 let reported = per_client.detach();
                 (per_client, reported, None)
             }
+        };
+        // AdaViT: the decisions' kept shares pulled to each client's budget.
+        let per_client = match &self.usage {
+            Some(usage) => per_client + usage.loss(mode.take_usage(), k),
+            None => per_client,
         };
         let mut seen = self.loss_sum.narrow(0, 0, k);
         match &mut self.stopping {

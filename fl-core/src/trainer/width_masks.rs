@@ -24,7 +24,7 @@ use tch::{Kind, Tensor};
 use crate::data::Dataset;
 use crate::error::{InvalidKey, Result};
 use crate::learned_width::{WidthBudget, finalize, initial_scores, score_name, tensor_factors, unit_params};
-use crate::model::{Mode, Model, Training};
+use crate::model::{Mode, Model};
 use crate::params::ParamSet;
 use crate::rng::CohortNoise;
 use crate::structure::Structure;
@@ -252,7 +252,7 @@ impl WidthMasks {
             })
             .collect();
         let valid = schedule.padded(t).then(|| weights.gt(0.0).to_kind(Kind::Float));
-        let logits = model.forward(&inputs, &x, &mut Mode::Train(Training { noise, valid: valid.as_ref() }));
+        let logits = model.forward(&inputs, &x, &mut Mode::padded(noise, valid.as_ref()));
         let ce = cross_entropy(&logits, &y, &weights);
         let penalty = ratio_penalty(&sampled, &self.unit_params, self.learned_params, &ratio, self.cfg.lambda);
         let loss = (ce + penalty).sum(Kind::Float);
