@@ -121,9 +121,13 @@ impl BlockDecisions {
         let heads = width / head_dim;
         let split = |x: &Tensor| x.reshape([c * b, t, heads, head_dim]).transpose(1, 2);
         let scores = split(q).matmul(&split(k).transpose(2, 3)) / (head_dim as f64).sqrt();
-        let shifted = &scores - scores.amax([-1i64].as_slice(), true).detach();
         let keys = self.tokens.reshape([c * b, 1, 1, t]);
-        let weighted = shifted.exp() * keys;
+        // Shifted by the largest kept score (the class token is always kept), so that no kept
+        // exponential underflows beside a dropped key's, and capped at 1, so that a dropped key
+        // scoring above every kept one cannot overflow (∞ · 0).
+        let kept = keys.gt(0.5);
+        let kept_max = scores.where_self(&kept, &scores.full_like(f64::NEG_INFINITY)).amax([-1i64].as_slice(), true);
+        let weighted = (&scores - kept_max.detach()).clamp_max(0.0).exp() * keys;
         let weights = &weighted / weighted.sum_dim_intlist(-1, true, Kind::Float);
         let out = weights.matmul(&split(v)) * &self.heads;
         out.transpose(1, 2).reshape([c, b, t, width])
@@ -248,6 +252,25 @@ mod tests {
         let without = weights.matmul(&v3);
         assert!(out.narrow(3, 0, hd).allclose(&without, 1e-5, 1e-6, false));
         assert_eq!(out.narrow(3, hd, hd).abs().max().double_value(&[]), 0.0);
+    }
+
+    /// A dropped key whose scores dwarf every kept one's (e^1000 overflows float32) changes
+    /// nothing: the weights stay finite and over the kept keys.
+    #[test]
+    fn a_dropped_key_with_overwhelming_scores_is_still_left_out() {
+        let (t, hd) = (3, 2);
+        let q = Tensor::ones([1, 1, t, hd], (Kind::Float, tch::Device::Cpu));
+        let k = tensor(&[0.1, 0.2, 1000.0, 1000.0, -0.3, 0.4], &[1, 1, t, hd]);
+        let v = input(&[1, 1, t, hd], 4);
+        let some = BlockDecisions {
+            tokens: tensor(&[1., 0., 1.], &[1, 1, t, 1]),
+            heads: Tensor::ones([1, 1, 1, 1], (Kind::Float, tch::Device::Cpu)),
+            block: Tensor::ones([1, 1, 1, 1], (Kind::Float, tch::Device::Cpu)),
+        };
+        let out = some.attention(&q, &k, &v, hd);
+        let keep = Tensor::from_slice(&[0i64, 2]);
+        let want = cohort::attention(&q.narrow(2, 0, 2), &k.index_select(2, &keep), &v.index_select(2, &keep), hd);
+        assert!(out.narrow(2, 0, 2).allclose(&want, 1e-5, 1e-6, false), "{out} vs {want}");
     }
 
     #[test]
