@@ -382,32 +382,27 @@ impl Vit {
         let (n2w, n2b) = p.pair();
         let (f1w, f1b) = p.pair();
         let (f2w, f2b) = p.pair();
-        if let Some(cfg) = &self.cfg.decisions {
+        // AdaViT's decisions, where set, come from the block's input before anything else draws.
+        let decided = self.cfg.decisions.as_ref().map(|cfg| {
             let nets = [(); vit_decisions::TENSORS].map(|_| p.next());
-            let decided = BlockDecisions::decide(x, nets, cfg, mode);
-            let h = cohort::layer_norm(x, n1w, n1b, LN_EPS);
-            let attended = decided.attention(
-                &cohort::tokens_linear(&h, qw, qb),
-                &cohort::tokens_linear(&h, kw, kb),
-                &cohort::tokens_linear(&h, vw, vb),
-                self.dims.hidden / self.dims.heads,
-            );
-            let x = x + decided.gate(&mode.dropout(&cohort::tokens_linear(&attended, pw, pb), drop));
-            let h = cohort::layer_norm(&x, n2w, n2b, LN_EPS);
-            let h = mode.dropout(&cohort::tokens_linear(&h, f1w, f1b).gelu("none"), drop);
-            return &x + decided.gate(&mode.dropout(&cohort::tokens_linear(&h, f2w, f2b), drop));
-        }
+            BlockDecisions::decide(x, nets, cfg, mode)
+        });
+        let gate = |branch: Tensor| match &decided {
+            Some(d) => d.gate(&branch),
+            None => branch,
+        };
         let h = cohort::layer_norm(x, n1w, n1b, LN_EPS);
-        let attended = cohort::attention(
-            &cohort::tokens_linear(&h, qw, qb),
-            &cohort::tokens_linear(&h, kw, kb),
-            &cohort::tokens_linear(&h, vw, vb),
-            self.dims.hidden / self.dims.heads,
-        );
-        let x = x + mode.dropout(&cohort::tokens_linear(&attended, pw, pb), drop);
+        let (q, k, v) =
+            (cohort::tokens_linear(&h, qw, qb), cohort::tokens_linear(&h, kw, kb), cohort::tokens_linear(&h, vw, vb));
+        let head_dim = self.dims.hidden / self.dims.heads;
+        let attended = match &decided {
+            Some(d) => d.attention(&q, &k, &v, head_dim),
+            None => cohort::attention(&q, &k, &v, head_dim),
+        };
+        let x = x + gate(mode.dropout(&cohort::tokens_linear(&attended, pw, pb), drop));
         let h = cohort::layer_norm(&x, n2w, n2b, LN_EPS);
         let h = mode.dropout(&cohort::tokens_linear(&h, f1w, f1b).gelu("none"), drop);
-        &x + mode.dropout(&cohort::tokens_linear(&h, f2w, f2b), drop)
+        &x + gate(mode.dropout(&cohort::tokens_linear(&h, f2w, f2b), drop))
     }
 }
 
