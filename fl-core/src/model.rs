@@ -48,8 +48,8 @@ pub enum Gate {
     Tokens,
     /// Attention heads of a block.
     Heads,
-    /// A whole block.
-    Blocks,
+    /// A block's sub-layers (its attention and its MLP, each kept or skipped).
+    Layers,
 }
 
 /// One gate's kept share in one layer: `kept` `[C]`, each client's mean over its real samples

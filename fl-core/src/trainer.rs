@@ -142,7 +142,7 @@ pub enum BudgetUse {
     /// ratio and uploads its full-precision weights (Q-ViT, [`quantize`]).
     Quantisation,
     /// The client trains the whole held sub-model, whose input-dependent decisions drop
-    /// patches, heads and blocks at a usage pulled to its budget, and uploads it whole (AdaViT,
+    /// patches, heads and sub-layers at a usage pulled to its budget, and uploads it whole (AdaViT,
     /// [`usage`]): its training computes every unit (the decisions mask them), so it is priced
     /// as the whole.
     Decisions,

@@ -37,10 +37,10 @@
 //! (the same with P 4: 64 patches of a 32×32 image).
 //!
 //! **Decisions** (`decisions = {}`): AdaViT's per-block decision networks
-//! ([`crate::vit_decisions`]), three linear maps of the class token at each block's input that
-//! decide per sample which patches and heads the block computes and whether it runs. Their
-//! tensors end each block (`blocks.{i}.decide.tokens`, `.heads`, `.block`, weight and bias);
-//! a head's decision row belongs to the head's unit.
+//! ([`crate::vit_decisions`]), three linear maps that decide per sample which patches and heads
+//! a block computes and whether its attention and its MLP run. Their tensors end each block
+//! (`blocks.{i}.decide.tokens`, `.heads`, `.layers`, weight and bias); a head's decision row
+//! belongs to the head's unit.
 //!
 //! **Pretrained weights**: `pretrained = { path = "vit_b16.safetensors" }` starts from a timm or
 //! Hugging Face checkpoint ([`crate::vit_import`]: position embeddings resized to the model's
@@ -136,8 +136,8 @@ pub struct VitConfig {
     /// [`crate::vit_import`]); absent: timm's random initialisation.
     pub pretrained: Option<PretrainedConfig>,
     /// AdaViT's decision networks ([`crate::vit_decisions`]): each block decides per sample
-    /// which patches and heads it computes and whether it runs; absent: every block computes
-    /// everything.
+    /// which patches and heads it computes and whether its attention and MLP run; absent: every
+    /// block computes everything.
     pub decisions: Option<DecisionsConfig>,
 }
 
@@ -256,10 +256,11 @@ impl Vit {
                 // A head's decision row is one of its units' rows, so a sub-model of fewer heads
                 // decides over the heads it holds.
                 let bias = Fill::Constant { value: decisions.initial_bias() };
-                for (net, units) in [("tokens", patches), ("heads", d.heads), ("block", 1)] {
+                // Tokens are decided at every patch, heads and sub-layers on the class token.
+                for (net, units, at) in [("tokens", 1, patches), ("heads", d.heads, 1), ("layers", 2, 1)] {
                     let w =
-                        l.tensor(&format!("{b}.decide.{net}.weight"), [units, dm], Fill::Normal { std: INIT_STD }, 1);
-                    l.tensor(&format!("{b}.decide.{net}.bias"), [units], bias, 1);
+                        l.tensor(&format!("{b}.decide.{net}.weight"), [units, dm], Fill::Normal { std: INIT_STD }, at);
+                    l.tensor(&format!("{b}.decide.{net}.bias"), [units], bias, at);
                     if net == "heads" {
                         heads.extend([(w, 0, 1), (w + 1, 0, 1)]);
                     }
@@ -382,16 +383,12 @@ impl Vit {
         let (n2w, n2b) = p.pair();
         let (f1w, f1b) = p.pair();
         let (f2w, f2b) = p.pair();
-        // AdaViT's decisions, where set, come from the block's input before anything else draws.
+        let h = cohort::layer_norm(x, n1w, n1b, LN_EPS);
+        // AdaViT's decisions, where set, draw before anything else in the block.
         let decided = self.cfg.decisions.as_ref().map(|cfg| {
             let nets = [(); vit_decisions::TENSORS].map(|_| p.next());
-            BlockDecisions::decide(x, nets, cfg, mode)
+            BlockDecisions::decide(x, &h, nets, cfg, mode)
         });
-        let gate = |branch: Tensor| match &decided {
-            Some(d) => d.gate(&branch),
-            None => branch,
-        };
-        let h = cohort::layer_norm(x, n1w, n1b, LN_EPS);
         let (q, k, v) =
             (cohort::tokens_linear(&h, qw, qb), cohort::tokens_linear(&h, kw, kb), cohort::tokens_linear(&h, vw, vb));
         let head_dim = self.dims.hidden / self.dims.heads;
@@ -399,10 +396,18 @@ impl Vit {
             Some(d) => d.attention(&q, &k, &v, head_dim),
             None => cohort::attention(&q, &k, &v, head_dim),
         };
-        let x = x + gate(mode.dropout(&cohort::tokens_linear(&attended, pw, pb), drop));
+        let attended = mode.dropout(&cohort::tokens_linear(&attended, pw, pb), drop);
+        let x = x + match &decided {
+            Some(d) => d.gate_attention(&attended),
+            None => attended,
+        };
         let h = cohort::layer_norm(&x, n2w, n2b, LN_EPS);
         let h = mode.dropout(&cohort::tokens_linear(&h, f1w, f1b).gelu("none"), drop);
-        &x + gate(mode.dropout(&cohort::tokens_linear(&h, f2w, f2b), drop))
+        let mlp = mode.dropout(&cohort::tokens_linear(&h, f2w, f2b), drop);
+        &x + match &decided {
+            Some(d) => d.gate_mlp(&mlp),
+            None => mlp,
+        }
     }
 }
 
@@ -466,10 +471,13 @@ impl Model for Vit {
         // Output positions: the patch projection at every patch, a block's linear maps at every
         // token, LayerNorms nothing (uncounted), each read-out's head once.
         let mut positions = vec![0, 0, patches, patches];
-        let decisions = self.per_block() - PER_BLOCK;
+        let decisions = self.cfg.decisions.is_some();
         for _ in 0..blocks {
             positions.extend([0, 0, t, t, t, t, t, t, t, t, 0, 0, t, t, t, t]);
-            positions.extend(std::iter::repeat_n(1, decisions)); // On the class token.
+            if decisions {
+                // Tokens at every patch; heads and sub-layers on the class token.
+                positions.extend([patches, patches, 1, 1, 1, 1]);
+            }
         }
         // Every read-out, early exits included (a sub-model distilling into them runs them).
         for _ in 0..=exits {
@@ -498,9 +506,10 @@ impl Vit {
     ///   log-sum-exp (`4·T·w + h·T`, the fused kernel keeps no T×T weights) and the projection's
     ///   input (`T·w`); GELU's input and `fc2`'s (`2·T·M`); with dropout, each mask (`2·T·D +
     ///   T·M`);
-    /// - with decisions, the attention's explicit weights (the exponentials, their masked and
-    ///   normalised values, `3·h·T²`), the head-masked output (`T·w`) and the gated branches
-    ///   (`2·T·D`), on the block's first tensor;
+    /// - with decisions, the attention's explicit weights (the capped scores, their
+    ///   exponentials, masked and normalised values, `4·h·T²`), the head-masked output (`T·w`),
+    ///   the gated branches and the token decisions' input (`3·T·D`), on the block's first
+    ///   tensor;
     /// - the position-embedding dropout's mask (`T·D`), on the class token;
     /// - the read-out: the class token's LayerNorm (`3·D + 2`) and the loss's log-probabilities.
     ///
@@ -528,7 +537,7 @@ impl Vit {
                 + (width / head_dim) * t
                 + 2.0 * t * neurons
                 + dropout * (2.0 * t * d + t * neurons)
-                + decisions * (3.0 * (width / head_dim) * t * t + t * width + 2.0 * t * d);
+                + decisions * (4.0 * (width / head_dim) * t * t + t * width + 3.0 * t * d);
         }
         let readout = STEM + blocks * self.per_block() + READOUT * exits;
         out[readout] = 3.0 * d + 2.0;

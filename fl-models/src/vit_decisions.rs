@@ -1,26 +1,30 @@
 //! AdaViT's decision networks for the `vit` model's `decisions` (Meng et al., "AdaViT: Adaptive
-//! Vision Transformers for Efficient Image Recognition", CVPR 2022): per sample and per block,
-//! which patches, heads and whether the block itself to compute.
+//! Vision Transformers for Efficient Image Recognition", CVPR 2022, as its authors' code builds
+//! them): per sample and per block, which patches and heads to compute and whether to run the
+//! block's attention and its MLP.
 //!
-//! **Decisions.** Each block has three linear maps of the class token at its input
-//! (`decide.tokens` `[N, D]`, `decide.heads` `[H, D]`, `decide.block` `[1, D]`, with biases),
-//! giving a logit `l` per patch, per head and for the block: the log-odds of keeping it. In
-//! training each decision is a Gumbel-softmax sample over keep and drop, which for two classes
-//! is `σ((l + L) / τ)` with `L` logistic noise (the difference of two Gumbel draws, from the
+//! **Decisions.** Each block has three linear maps giving the log-odds `l` of keeping a unit:
+//! `decide.tokens` `[1, D]` of each patch token's normalised features (the attention's input),
+//! and `decide.heads` `[H, D]` and `decide.layers` `[2, D]` of the class token at the block's
+//! input (one logit per head; one for the attention, one for the MLP). In training each
+//! decision is a Gumbel-softmax sample over keep and drop, which for two classes is
+//! `σ((l + L) / τ)` with `L` logistic noise (the difference of two Gumbel draws, from the
 //! client's noise stream); the forward pass uses its rounding (keep where `l + L > 0`, so with
 //! probability `σ(l)`) and the backward pass its gradient (straight-through). In evaluation a
 //! unit is kept where `l > 0`. The class token is always kept.
 //!
-//! **What a decision does** (masks `m_tok` per token, `m_head` per head, `m_blk` per sample):
-//! - a dropped patch takes no part in the block: it is no key of the attention, whose weights are
-//!   `a_ij = exp(s_ij) m_j / Σ_k exp(s_ik) m_k` (differentiable in `m`, as DynamicViT writes
-//!   it), and both residual branches leave it unchanged;
+//! **What a decision does** (masks `m_tok` per token, `m_head` per head, `m_attn`, `m_mlp` per
+//! sample):
+//! - a dropped patch takes no part in the attention: it is no key, whose weights are
+//!   `a_ij = exp(s_ij) m_j / Σ_k exp(s_ik) m_k` (differentiable in `m`, as DynamicViT writes it;
+//!   the authors' code masks the scores before the softmax and detaches the mask), and its
+//!   attention output is zero; the MLP still runs on it (the code's default);
 //! - a dropped head adds nothing to the attention's output (AdaViT's full deactivation);
-//! - a dropped block leaves every token unchanged:
-//!   `x ← x + m_blk · m_tok ⊙ proj(m_head ⊙ attention)`, then the same for the MLP.
+//! - a skipped sub-layer adds nothing to the residual stream:
+//!   `x ← x + m_attn · m_tok ⊙ proj(m_head ⊙ attention)`, then `x ← x + m_mlp · mlp(LN(x))`.
 //!
 //! Dropping computes nothing less here (the masks multiply); what a client's device would
-//! save is its usage. Each block records the kept shares of patches, heads and the block
+//! save is its usage. Each block records the kept shares of patches, heads and sub-layers
 //! ([`fl_core::Mode::record_usage`]), each client's mean over its real samples, for AdaViT's
 //! usage loss ([`fl_core::trainer::usage`]).
 
@@ -36,7 +40,7 @@ use crate::cohort;
 #[serde(deny_unknown_fields, default)]
 pub struct DecisionsConfig {
     /// τ of the Gumbel-softmax samples: their soft value, whose gradient the hard one takes,
-    /// is `σ((l + L) / τ)`.
+    /// is `σ((l + L) / τ)` (the authors' 5).
     pub temperature: f64,
     /// The probability of keeping a unit that every decision starts at (the biases start at
     /// its log-odds, the weights at N(0, 0.02²)), so that a model trained from scratch starts
@@ -46,7 +50,7 @@ pub struct DecisionsConfig {
 
 impl Default for DecisionsConfig {
     fn default() -> Self {
-        DecisionsConfig { temperature: 1.0, initial_keep: 0.95 }
+        DecisionsConfig { temperature: 5.0, initial_keep: 0.95 }
     }
 }
 
@@ -80,35 +84,47 @@ pub(crate) struct BlockDecisions {
     tokens: Tensor,
     /// `[C·B, H, 1, 1]`: 1 for each kept head.
     heads: Tensor,
-    /// `[C, B, 1, 1]`: 1 where the block runs.
-    block: Tensor,
+    /// `[C, B, 1, 1]`: 1 where the attention runs.
+    attention: Tensor,
+    /// `[C, B, 1, 1]`: 1 where the MLP runs.
+    mlp: Tensor,
 }
 
-/// Tensors of a block's decision networks, in layout order: tokens, heads, block (weight and
+/// Tensors of a block's decision networks, in layout order: tokens, heads, layers (weight and
 /// bias each).
 pub(crate) const TENSORS: usize = 6;
 
 impl BlockDecisions {
-    /// The decisions for the block whose input is `x` `[C, B, T, D]`, from its decision
-    /// tensors `[tokens.weight, tokens.bias, heads.weight, heads.bias, block.weight,
-    /// block.bias]` (stacked); records their kept shares in a training pass.
-    pub fn decide(x: &Tensor, nets: [&Tensor; TENSORS], cfg: &DecisionsConfig, mode: &mut Mode) -> Self {
+    /// The decisions for the block whose input is `x` `[C, B, T, D]` and whose attention reads
+    /// `normed` (its first LayerNorm of `x`), from its decision tensors `[tokens.weight,
+    /// tokens.bias, heads.weight, heads.bias, layers.weight, layers.bias]` (stacked); records
+    /// their kept shares in a training pass.
+    pub fn decide(
+        x: &Tensor,
+        normed: &Tensor,
+        nets: [&Tensor; TENSORS],
+        cfg: &DecisionsConfig,
+        mode: &mut Mode,
+    ) -> Self {
         let cls = x.select(2, 0);
-        let [c, b] = [cls.size()[0], cls.size()[1]];
+        let [c, b, t] = [x.size()[0], x.size()[1], x.size()[2]];
         let valid = mode.valid().map(Tensor::shallow_clone);
-        let mut decide = |w: &Tensor, bias: &Tensor, gate: Gate| {
-            let kept = sample(&cohort::linear(&cls, w, bias), cfg.temperature, mode);
+        let mut decide = |logits: Tensor, gate: Gate| {
+            let kept = sample(&logits, cfg.temperature, mode);
             mode.record_usage(gate, kept_share(&kept, valid.as_ref()));
             kept
         };
-        let patches = decide(nets[0], nets[1], Gate::Tokens);
-        let heads = decide(nets[2], nets[3], Gate::Heads);
-        let block = decide(nets[4], nets[5], Gate::Blocks);
+        let patches = normed.narrow(2, 1, t - 1).reshape([c, -1, x.size()[3]]);
+        let patches = decide(cohort::linear(&patches, nets[0], nets[1]).reshape([c, b, t - 1]), Gate::Tokens);
+        let heads = decide(cohort::linear(&cls, nets[2], nets[3]), Gate::Heads);
+        let layers = decide(cohort::linear(&cls, nets[4], nets[5]), Gate::Layers);
         let cls_kept = Tensor::ones([c, b, 1], (patches.kind(), patches.device()));
+        let sub_layer = |i: i64| layers.narrow(2, i, 1).unsqueeze(-1);
         BlockDecisions {
             tokens: Tensor::cat(&[cls_kept, patches], 2).unsqueeze(-1),
             heads: heads.reshape([c * b, -1, 1, 1]),
-            block: block.unsqueeze(-1),
+            attention: sub_layer(0),
+            mlp: sub_layer(1),
         }
     }
 
@@ -133,9 +149,14 @@ impl BlockDecisions {
         out.transpose(1, 2).reshape([c, b, t, width])
     }
 
-    /// A residual branch's output `[C, B, T, D]` for the tokens and samples it runs on.
-    pub fn gate(&self, branch: &Tensor) -> Tensor {
-        branch * (&self.tokens * &self.block)
+    /// The attention branch's output `[C, B, T, D]` for the tokens and samples it runs on.
+    pub fn gate_attention(&self, branch: &Tensor) -> Tensor {
+        branch * (&self.tokens * &self.attention)
+    }
+
+    /// The MLP branch's output `[C, B, T, D]` for the samples it runs on.
+    pub fn gate_mlp(&self, branch: &Tensor) -> Tensor {
+        branch * &self.mlp
     }
 }
 
@@ -231,7 +252,8 @@ mod tests {
         let all = BlockDecisions {
             tokens: Tensor::ones([c, b, t, 1], (Kind::Float, tch::Device::Cpu)),
             heads: Tensor::ones([c * b, heads, 1, 1], (Kind::Float, tch::Device::Cpu)),
-            block: Tensor::ones([c, b, 1, 1], (Kind::Float, tch::Device::Cpu)),
+            attention: Tensor::ones([c, b, 1, 1], (Kind::Float, tch::Device::Cpu)),
+            mlp: Tensor::ones([c, b, 1, 1], (Kind::Float, tch::Device::Cpu)),
         };
         let plain = cohort::attention(&q, &k, &v, hd);
         assert!(all.attention(&q, &k, &v, hd).allclose(&plain, 1e-5, 1e-6, false));
@@ -265,7 +287,8 @@ mod tests {
         let some = BlockDecisions {
             tokens: tensor(&[1., 0., 1.], &[1, 1, t, 1]),
             heads: Tensor::ones([1, 1, 1, 1], (Kind::Float, tch::Device::Cpu)),
-            block: Tensor::ones([1, 1, 1, 1], (Kind::Float, tch::Device::Cpu)),
+            attention: Tensor::ones([1, 1, 1, 1], (Kind::Float, tch::Device::Cpu)),
+            mlp: Tensor::ones([1, 1, 1, 1], (Kind::Float, tch::Device::Cpu)),
         };
         let out = some.attention(&q, &k, &v, hd);
         let keep = Tensor::from_slice(&[0i64, 2]);

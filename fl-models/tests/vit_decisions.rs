@@ -75,12 +75,12 @@ fn decisions_that_keep_everything_give_the_plain_vit() {
 }
 
 #[test]
-fn skipped_blocks_leave_every_token_unchanged() {
-    // Blocks decided off give what blocks whose branches add nothing give: the plain model
+fn skipped_sub_layers_leave_every_token_unchanged() {
+    // Sub-layers decided off give what blocks whose branches add nothing give: the plain model
     // with the attention projections and fc2 zeroed.
     let (plain, model) = (vit(PLAIN), with_decisions(""));
     let p = plain.init(&mut rng::stream(2, &[]));
-    let t = decided(model.as_ref(), &p, |name| if name.contains(".decide.block.") { -30.0 } else { 30.0 });
+    let t = decided(model.as_ref(), &p, |name| if name.contains(".decide.layers.") { -30.0 } else { 30.0 });
     let silenced: Vec<Tensor> = p
         .names()
         .iter()
@@ -90,25 +90,26 @@ fn skipped_blocks_leave_every_token_unchanged() {
     let x = image(5);
     let want = forward_one(plain.as_ref(), &silenced, &x, &mut Mode::Eval);
     assert!(forward_one(model.as_ref(), &t, &x, &mut Mode::Eval).allclose(&want, 1e-5, 1e-6, false));
-    // A training pass records each block's shares: every patch and head kept, no block.
+    // A training pass records each block's shares: every patch and head kept, no sub-layer.
     let mut noise = CohortNoise::new(vec![TensorNoise::new(4)], Device::Cpu);
     let mut mode = Mode::train(&mut noise);
     let stacked: Vec<Tensor> = t.iter().map(|t| t.unsqueeze(0)).collect();
     let _ = model.forward(&stacked, &x.unsqueeze(0), &mut mode);
     let usage = mode.take_usage();
-    assert_eq!(usage.len(), 6, "three gates in each of two blocks");
+    assert_eq!(usage.len(), 6, "three kinds of gate in each of two blocks");
     for u in usage {
-        let want = if u.gate == Gate::Blocks { 0.0 } else { 1.0 };
+        let want = if u.gate == Gate::Layers { 0.0 } else { 1.0 };
         assert_eq!(u.kept.double_value(&[0]), want, "{:?}", u.gate);
     }
 }
 
 #[test]
-fn the_decision_nets_cost_their_linear_maps_on_the_class_token() {
-    // Per block, maps of D = 16 to 4 patches, 4 heads and the block: 2·9·16 + 9 FLOPs.
+fn the_decision_nets_cost_their_linear_maps() {
+    // Per block, D = 16: one logit at each of the 4 patches (4·(2·16 + 1)), and on the class
+    // token 4 heads (2·4·16 + 4) and 2 sub-layers (2·2·16 + 2): 330 FLOPs.
     let (plain, model) = (vit(PLAIN), with_decisions(""));
     let flops = |m: &dyn Model| m.forward_flops(&m.structure().shapes());
-    assert_eq!(flops(model.as_ref()) - flops(plain.as_ref()), 2.0 * (2.0 * 9.0 * 16.0 + 9.0));
+    assert_eq!(flops(model.as_ref()) - flops(plain.as_ref()), 2.0 * 330.0);
     assert!(model.records_usage() && !plain.records_usage());
     // A head's decision row belongs to the head's unit.
     let s = model.structure();
@@ -199,7 +200,7 @@ fn the_usage_loss_pulls_the_kept_shares_to_the_budgets_targets() {
     let before = shares(model.as_ref(), &start);
     assert!(before.iter().all(|&s| s > 0.85), "{before:?}");
     let target = target_share(0.125);
-    let trained = adaptive(5.0, 20).train(budget_job(&model, &data(48), &start, 0.125, 2)).unwrap();
+    let trained = adaptive(2.0, 20).train(budget_job(&model, &data(48), &start, 0.125, 2)).unwrap();
     let after = shares(model.as_ref(), &trained.params);
     for (kind, share) in ["tokens", "heads", "blocks"].iter().zip(after) {
         assert!((share - target).abs() < 0.15, "{kind}: kept {share:.3}, target {target}");
@@ -226,6 +227,6 @@ fn the_usage_loss_needs_decisions_and_pulls_an_unbudgeted_job_to_keep_everything
     let trained = adaptive(5.0, 10).train(whole).unwrap();
     let after = shares(model.as_ref(), &trained.params);
     for g in 0..3 {
-        assert!(after[g] > before[g].max(0.8), "kind {g}: kept {:.3} before, {:.3} after", before[g], after[g]);
+        assert!(after[g] > before[g] + 0.15, "kind {g}: kept {:.3} before, {:.3} after", before[g], after[g]);
     }
 }

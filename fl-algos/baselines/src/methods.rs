@@ -161,7 +161,7 @@ inventory::submit! {
 inventory::submit! {
     Method {
         name: "fedavg-adavit",
-        summary: "FedAvg+AdaViT: synchronous rounds; each client trains the whole ViT whose per-block decision networks drop patches, heads and blocks per sample, a usage loss pulling their kept shares to its budget; backbone and decision networks averaged",
+        summary: "FedAvg+AdaViT: synchronous rounds; each client trains the whole ViT whose per-block decision networks drop patches, heads and sub-layers per sample, a usage loss pulling their kept shares to its budget; backbone and decision networks averaged",
         paper: "Meng et al., AdaViT, CVPR 2022 (a baseline of Li et al., Co-S²P, arXiv:2410.08457)",
         preset: include_str!("../presets/fedavg-adavit.toml"),
         origin: module_path!(),

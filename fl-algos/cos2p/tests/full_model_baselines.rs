@@ -144,6 +144,7 @@ fn quantising_clients_upload_their_whole_full_precision_models_and_learn() {
 fn deciding_clients_upload_their_whole_models_and_the_global_model_learns() {
     // The slow clients' budget (1/8) pulls their decisions to keep half of each kind; the fast
     // ones' (1) keeps everything. The global model, whose evaluation follows its decisions,
-    // learns (best 0.48 when written; FedAvg on the same federation 0.53; chance 0.1).
-    whole_model_updates("fedavg-adavit", 0.125, 0.4);
+    // learns (best 0.42 when written, 0.25 after the first round; FedAvg on the same
+    // federation 0.53; chance 0.1).
+    whole_model_updates("fedavg-adavit", 0.125, 0.35);
 }

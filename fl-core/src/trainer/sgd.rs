@@ -160,7 +160,7 @@ pub struct SgdConfig {
     /// ([`crate::trainer::quantize`]).
     pub quantize: Option<QuantizeConfig>,
     /// Instead of `width_masks`: such a client trains its whole held model, whose input-dependent
-    /// decisions (a `vit` with `decisions`) drop patches, heads and blocks, and AdaViT's usage
+    /// decisions (a `vit` with `decisions`) drop patches, heads and sub-layers, and AdaViT's usage
     /// loss pulls their kept shares to its budget ([`crate::trainer::usage`]).
     pub usage: Option<UsageConfig>,
     /// On CUDA, capture each step shape of a cohort once as a CUDA graph and replay it (one

@@ -1,20 +1,22 @@
 //! AdaViT's usage loss (Meng et al., "AdaViT: Adaptive Vision Transformers for Efficient Image
-//! Recognition", CVPR 2022), as Co-S²P's FedAvg+AdaViT baseline uses it (spec cos2p.md §3.6: "a
-//! usage loss towards R_n").
+//! Recognition", CVPR 2022, as its authors' code computes it), as Co-S²P's FedAvg+AdaViT
+//! baseline uses it (spec cos2p.md §3.6: "a usage loss towards R_n").
 //!
 //! A model with input-dependent decisions (a `vit` with `decisions`) keeps or drops each
-//! patch, head and block per sample and records the kept shares in the training pass
+//! patch, head and sub-layer per sample and records the kept shares in the training pass
 //! ([`crate::Mode::record_usage`]). The loss adds, per client,
 //!
 //! ```text
-//! weight · Σ_g (ū_g − γ)²,   g ∈ {tokens, heads, blocks}
+//! weight · ((ū_tokens − γ)² + |ū_heads − γ| + |ū_layers − γ|)
 //! ```
 //!
 //! with `ū_g` the client's kept share of gate kind `g` over its real samples, the units and the
-//! layers (AdaViT's `1/D_g Σ M_g`), and `γ` its target. A client's budget ratio `R` (its
-//! [`WidthBudget`], the share of the model its device affords) is read as a share of the
-//! model's compute; a block's cost scales with its kept tokens and its attention with its kept
-//! heads, and a dropped block costs nothing, so the three shares multiply and each kind's
+//! layers, and `γ` its target: the authors' code takes the squared distance for tokens and the
+//! absolute one for heads and sub-layers, each weighted 2. (It also adds small per-layer
+//! "diverse", entropy and minimum-usage terms, left out here.) A client's budget ratio `R` (its
+//! [`WidthBudget`], the share of the model its device affords; 1 for a job without one) is
+//! read as a share of the model's compute; a block's attention scales with its kept tokens and
+//! heads, and a skipped sub-layer costs nothing, so the three shares multiply and each kind's
 //! target is `γ = R^{1/3}` (spec [R]: AdaViT sets one target per kind; the spec names R_n
 //! alone).
 
@@ -30,13 +32,13 @@ use crate::model::{Gate, GateUsage};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct UsageConfig {
-    /// The loss's weight against the cross-entropy (AdaViT adds the two).
+    /// Each kind's weight against the cross-entropy (the authors' 2).
     pub weight: f64,
 }
 
 impl Default for UsageConfig {
     fn default() -> Self {
-        UsageConfig { weight: 1.0 }
+        UsageConfig { weight: 2.0 }
     }
 }
 
@@ -82,8 +84,14 @@ impl UsageLoss {
         }
         let targets = self.targets.narrow(0, 0, k);
         by_gate
-            .into_values()
-            .map(|layers| (Tensor::stack(&layers, 0).mean_dim(0, false, Kind::Float) - &targets).square())
+            .into_iter()
+            .map(|(gate, layers)| {
+                let off = Tensor::stack(&layers, 0).mean_dim(0, false, Kind::Float) - &targets;
+                match gate {
+                    Gate::Tokens => off.square(),
+                    Gate::Heads | Gate::Layers => off.abs(),
+                }
+            })
             .reduce(|a, b| a + b)
             .expect("at least one gate kind")
             * self.weight
@@ -106,24 +114,24 @@ mod tests {
     }
 
     /// By hand, two clients (ratios 0.125 and 1: targets 0.5 and 1), weight 2:
-    /// tokens over two layers: client 0 (0.9 + 0.7)/2 = 0.8, client 1 (1 + 0.6)/2 = 0.8;
-    /// heads: 0.5 and 0.5; blocks: 0.3 and 1.
-    /// client 0: 2·((0.8 − 0.5)² + 0 + (0.3 − 0.5)²) = 2·(0.09 + 0.04) = 0.26;
-    /// client 1: 2·((0.8 − 1)² + (0.5 − 1)² + 0) = 2·(0.04 + 0.25) = 0.58.
+    /// tokens over two blocks: client 0 (0.9 + 0.7)/2 = 0.8, client 1 (1 + 0.6)/2 = 0.8;
+    /// heads: 0.5 and 0.5; sub-layers: 0.3 and 1.
+    /// client 0: 2·((0.8 − 0.5)² + |0.5 − 0.5| + |0.3 − 0.5|) = 2·(0.09 + 0 + 0.2) = 0.58;
+    /// client 1: 2·((0.8 − 1)² + |0.5 − 1| + |1 − 1|) = 2·(0.04 + 0.5 + 0) = 1.08.
     #[test]
-    fn loss_is_the_squared_distance_of_each_kinds_mean_share_to_its_target() {
+    fn loss_is_the_squared_token_and_absolute_head_and_layer_distance_to_the_targets() {
         let loss = UsageLoss::new(&UsageConfig { weight: 2.0 }, &[0.125, 1.0], Device::Cpu);
         let recorded = vec![
             usage(Gate::Tokens, &[0.9, 1.0]),
             usage(Gate::Heads, &[0.5, 0.5]),
-            usage(Gate::Blocks, &[0.3, 1.0]),
+            usage(Gate::Layers, &[0.3, 1.0]),
             usage(Gate::Tokens, &[0.7, 0.6]),
         ];
         let got = loss.loss(recorded, 2);
-        assert!(got.allclose(&Tensor::from_slice(&[0.26f32, 0.58]), 1e-6, 1e-6, false), "{got}");
+        assert!(got.allclose(&Tensor::from_slice(&[0.58f32, 1.08]), 1e-6, 1e-6, false), "{got}");
         // The first client alone: its own row.
-        let one = loss.loss(vec![usage(Gate::Blocks, &[0.3])], 1);
-        assert!((one.double_value(&[0]) - 2.0 * 0.04).abs() < 1e-6);
+        let one = loss.loss(vec![usage(Gate::Layers, &[0.3])], 1);
+        assert!((one.double_value(&[0]) - 2.0 * 0.2).abs() < 1e-6);
     }
 
     #[test]
