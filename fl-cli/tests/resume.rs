@@ -49,9 +49,13 @@ impl Observer for Recorder {
 
 fn experiment(method: &str, batching: Batching) -> Experiment {
     // Co-S²P windows blocks: a small ViT with an exit after each block but the last.
-    let model = match method.starts_with("cos2p") {
-        true => "name = \"vit\"\ndepth = 3\nexits = [1, 2]\nhidden = 16\nmlp = 32\nheads = 4\npatch = 7\ndropout = 0.1",
-        false => "name = \"mlp\"\nhidden = [16]\ndropout = 0.1",
+    // FedAvg+AdaViT's decisions are the ViT's.
+    let model = match method {
+        m if m.starts_with("cos2p") => {
+            "name = \"vit\"\ndepth = 3\nexits = [1, 2]\nhidden = 16\nmlp = 32\nheads = 4\npatch = 7\ndropout = 0.1"
+        }
+        "fedavg-adavit" => "name = \"vit\"\ndepth = 2\nhidden = 16\nmlp = 32\nheads = 4\npatch = 7\ndropout = 0.1",
+        _ => "name = \"mlp\"\nhidden = [16]\ndropout = 0.1",
     };
     let text = format!(
         r#"

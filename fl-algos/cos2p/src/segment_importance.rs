@@ -16,9 +16,13 @@
 //!
 //! A tensor two groups index (a hidden layer's weight between two narrowed layers) takes the
 //! segments of its lowest indexed dimension (its output neurons).
+//!
+//! Diagnostic (the run's `events.jsonl` at each evaluation): `unit_coverage`, the share of the
+//! grouped segments' elements (heads, neurons) that the last aggregation moved, so that units
+//! no client keeps (learned masks frozen on the same units) show.
 
 use fl_core::tch::{Device, Kind, Tensor};
-use fl_core::{AggregateCtx, Aggregator, ClientUpdate, ParamSet, Result, Structure, Validate};
+use fl_core::{AggregateCtx, Aggregator, ClientUpdate, ParamSet, Result, StateIn, StateOut, Structure, Validate};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -33,6 +37,8 @@ struct Segments {
     ids: Vec<Tensor>,
     /// Elements per segment, `[S]` float.
     sizes: Tensor,
+    /// Per tensor, whether a unit group segments it.
+    grouped: Vec<bool>,
 }
 
 impl Segments {
@@ -67,7 +73,7 @@ impl Segments {
             .collect();
         let sizes = Tensor::zeros([next], (Kind::Float, device));
         let sizes = ids.iter().fold(sizes, |s, id| s.index_add(0, id, &id.ones_like().to_kind(Kind::Float)));
-        Segments { ids, sizes }
+        Segments { ids, sizes, grouped: by.iter().map(Option::is_some).collect() }
     }
 
     /// Per segment, the L1 norm of `tensors` over its elements.
@@ -81,11 +87,13 @@ impl Segments {
 
 pub struct SegmentImportance {
     segments: Option<Segments>,
+    /// The last aggregation's unit coverage (a scalar tensor, read when diagnostics are).
+    coverage: Option<Tensor>,
 }
 
 impl SegmentImportance {
     pub fn new(_cfg: SegmentImportanceConfig) -> Self {
-        SegmentImportance { segments: None }
+        SegmentImportance { segments: None, coverage: None }
     }
 }
 
@@ -105,6 +113,14 @@ impl Aggregator for SegmentImportance {
                 den[i] = &den[i] + weight;
             }
         }
+        let grouped: Vec<&Tensor> = den.iter().zip(&segments.grouped).filter(|(_, g)| **g).map(|(d, _)| d).collect();
+        if !grouped.is_empty() {
+            let moved = grouped.iter().fold(Tensor::zeros([], (Kind::Float, device)), |acc, d| {
+                acc + d.gt(0.0).to_kind(Kind::Float).sum(Kind::Float)
+            });
+            let elements: i64 = grouped.iter().map(|d| d.numel() as i64).sum();
+            self.coverage = Some(moved / elements as f64);
+        }
         let tensors = global
             .tensors()
             .iter()
@@ -117,8 +133,22 @@ impl Aggregator for SegmentImportance {
         ParamSet::new(global.names().to_vec(), tensors)
     }
 
-    // The segments are rebuilt from the structure; nothing else is kept between aggregations.
-    fl_core::stateless!();
+    fn diagnostics(&self) -> Vec<(String, f64)> {
+        self.coverage.iter().map(|c| ("unit_coverage".to_string(), c.double_value(&[]))).collect()
+    }
+
+    // The segments are rebuilt from the structure; the coverage is kept so that a resumed run
+    // logs what the uninterrupted one does.
+    fn save_state(&self, out: &mut StateOut) -> Result<()> {
+        out.put("unit_coverage", &self.coverage.as_ref().map(|c| c.double_value(&[])))
+    }
+
+    fn load_state(&mut self, saved: &StateIn) -> Result<()> {
+        // Checkpoints written before the diagnostic existed have none.
+        let coverage: Option<f64> = saved.get("unit_coverage").ok().flatten();
+        self.coverage = coverage.map(|c| Tensor::from(c as f32));
+        Ok(())
+    }
 }
 
 fl_core::register!(Aggregator "segment-importance" => SegmentImportance::new(SegmentImportanceConfig),
@@ -146,8 +176,9 @@ mod tests {
         Structure { tensors, groups: vec![UnitGroup { name: "rows".into(), units: 2, members: vec![member] }] }
     }
 
-    /// The aggregation of fresh `updates` on the model of [`structure`], as values.
-    fn aggregate(global: &ParamSet, updates: &[ClientUpdate]) -> Vec<Vec<f32>> {
+    /// The aggregation of fresh `updates` on the model of [`structure`], as values, and the
+    /// aggregator's unit coverage after it.
+    fn aggregate(global: &ParamSet, updates: &[ClientUpdate]) -> (Vec<Vec<f32>>, f64) {
         let s = structure();
         let staleness = vec![UpdateStaleness { versions: 0, seconds: 0.0, weight: 1.0 }; updates.len()];
         let n = updates.len();
@@ -159,8 +190,12 @@ mod tests {
             staleness: &staleness,
             structure: Some(&s),
         };
-        let next = SegmentImportance::new(SegmentImportanceConfig {}).aggregate(global, updates, &ctx).unwrap();
-        next.tensors().iter().map(|t| Vec::<f32>::try_from(&t.flatten(0, -1)).unwrap()).collect()
+        let mut aggregator = SegmentImportance::new(SegmentImportanceConfig {});
+        assert!(aggregator.diagnostics().is_empty(), "no coverage before an aggregation");
+        let next = aggregator.aggregate(global, updates, &ctx).unwrap();
+        let [(name, coverage)] = &aggregator.diagnostics()[..] else { panic!("one diagnostic") };
+        assert_eq!(name, "unit_coverage");
+        (next.tensors().iter().map(|t| Vec::<f32>::try_from(&t.flatten(0, -1)).unwrap()).collect(), *coverage)
     }
 
     #[test]
@@ -177,7 +212,8 @@ mod tests {
         // 1.5): γ = 1.8/(1.5 + 3) = 0.4, 0.9/3 = 0.3, 0.3/3 = 0.1.
         let base = set(&[&[0.5, 0.5, 0.5, 1.0, 1.0, 1.0], &[0.0; 3]], &shapes);
         let stale = update(base, set(&[&[0.6, 0.6, 0.6, 0.3, 0.3, 0.3], &[0.0, 0.3, 0.0]], &shapes), Mask::Full);
-        let got = aggregate(&global, &[fresh, stale]);
+        let (got, coverage) = aggregate(&global, &[fresh, stale]);
+        assert_eq!(coverage, 1.0, "whole models cover every unit");
         // Row 0: 1 + (0.3·0.3 + 0.4·0.6)/0.7; row 1: 1 + (0.3·0.3)/0.3; b: (0.2·0.6)/0.3,
         // (0.1·0.3)/0.3, 0.
         let row0 = 1.0 + (0.09 + 0.24) / 0.7;
@@ -197,7 +233,8 @@ mod tests {
         let roles = vec![fl_core::TensorRole::Train, fl_core::TensorRole::Freeze];
         let mask = Mask::Structured(rows.with_roles(roles));
         let delta = set(&[&[0.0, 0.0, 0.0, 0.5, -0.5, 0.25], &[0.0; 3]], &shapes);
-        let got = aggregate(&global, &[update(global.shallow_clone(), delta, mask)]);
+        let (got, coverage) = aggregate(&global, &[update(global.shallow_clone(), delta, mask)]);
         assert_eq!(got, [vec![1.0, 1.0, 1.0, 1.5, 0.5, 1.25], vec![0.0; 3]]);
+        assert_eq!(coverage, 0.5, "one of the group's two units moved");
     }
 }
