@@ -54,7 +54,9 @@ fn experiment(method: &str, batching: Batching) -> Experiment {
         m if m.starts_with("cos2p") => {
             "name = \"vit\"\ndepth = 3\nexits = [1, 2]\nhidden = 16\nmlp = 32\nheads = 4\npatch = 7\ndropout = 0.1"
         }
-        "fedavg-adavit" => "name = \"vit\"\ndepth = 2\nhidden = 16\nmlp = 32\nheads = 4\npatch = 7\ndropout = 0.1",
+        "fedavg-adavit" => {
+            "name = \"vit\"\ndepth = 2\nhidden = 16\nmlp = 32\nheads = 4\npatch = 7\ndropout = 0.1\ndecisions = {}"
+        }
         _ => "name = \"mlp\"\nhidden = [16]\ndropout = 0.1",
     };
     let text = format!(

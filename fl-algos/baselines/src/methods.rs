@@ -158,6 +158,7 @@ inventory::submit! {
     }
 }
 
+// The model must have AdaViT's decision networks: `[model] name = "vit"` with `decisions = {}`.
 inventory::submit! {
     Method {
         name: "fedavg-adavit",

@@ -61,6 +61,8 @@ fl_core::register!(Aggregator "recorded-coverage-mean" => Recorded::new(),
 /// The summary and recorded updates of `method` on 4 clients (two slow ones, at `slow_speed`)
 /// of Fashion-MNIST with a 2-block ViT, the slow ones at width level `slow_level`, 8 rounds.
 fn run(method: &str, slow_level: f64, slow_speed: f64) -> (fl_core::Summary, Vec<(usize, i64, bool, bool)>) {
+    // FedAvg+AdaViT's ViT has its decision networks.
+    let decisions = if method == "fedavg-adavit" { "decisions = {}" } else { "" };
     let text = format!(
         r#"
         seed = 3
@@ -80,6 +82,7 @@ fn run(method: &str, slow_level: f64, slow_speed: f64) -> (fl_core::Summary, Vec
         mlp = 64
         heads = 4
         patch = 7
+        {decisions}
         [trainer]
         optimizer = "adam"
         lr = 0.003
