@@ -20,7 +20,7 @@
 //! Diagnostic (the run's `events.jsonl` at each evaluation): `unit_coverage`, the share of the
 //! grouped segments' elements (heads, neurons) that the last aggregation moved. Depth windows
 //! and width masks both leave units out of an aggregation (Co-S²P's AGX clients share one
-//! 6-of-8-block window a round, so it reads 0.75 at most on E1).
+//! 6-of-8-block window a round: it read 0.75 throughout the E1 smoke).
 
 use fl_core::tch::{Device, Kind, Tensor};
 use fl_core::{AggregateCtx, Aggregator, ClientUpdate, ParamSet, Result, StateIn, StateOut, Structure, Validate};
