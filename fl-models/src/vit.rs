@@ -256,8 +256,7 @@ impl Vit {
                 // A head's decision row is one of its units' rows, so a sub-model of fewer heads
                 // decides over the heads it holds.
                 let bias = Fill::Constant { value: decisions.initial_bias() };
-                // Tokens are decided at every patch, heads and sub-layers on the class token.
-                for (net, units, at) in [("tokens", 1, patches), ("heads", d.heads, 1), ("layers", 2, 1)] {
+                for (net, units, at) in vit_decisions::nets(patches, d.heads) {
                     let w =
                         l.tensor(&format!("{b}.decide.{net}.weight"), [units, dm], Fill::Normal { std: INIT_STD }, at);
                     l.tensor(&format!("{b}.decide.{net}.bias"), [units], bias, at);
@@ -475,8 +474,8 @@ impl Model for Vit {
         for _ in 0..blocks {
             positions.extend([0, 0, t, t, t, t, t, t, t, t, 0, 0, t, t, t, t]);
             if decisions {
-                // Tokens at every patch; heads and sub-layers on the class token.
-                positions.extend([patches, patches, 1, 1, 1, 1]);
+                let nets = vit_decisions::nets(patches, self.dims.heads);
+                positions.extend(nets.into_iter().flat_map(|(_, _, at)| [at, at])); // Weight and bias.
             }
         }
         // Every read-out, early exits included (a sub-model distilling into them runs them).

@@ -94,6 +94,13 @@ pub(crate) struct BlockDecisions {
 /// bias each).
 pub(crate) const TENSORS: usize = 6;
 
+/// A block's decision networks over `patches` patches and `heads` heads, in layout order: the
+/// name, the logits each gives and the positions it runs at (the tokens' at every patch, the
+/// heads' and sub-layers' on the class token).
+pub(crate) fn nets(patches: i64, heads: i64) -> [(&'static str, i64, i64); TENSORS / 2] {
+    [("tokens", 1, patches), ("heads", heads, 1), ("layers", 2, 1)]
+}
+
 impl BlockDecisions {
     /// The decisions for the block whose input is `x` `[C, B, T, D]` and whose attention reads
     /// `normed` (its first LayerNorm of `x`), from its decision tensors `[tokens.weight,

@@ -3,10 +3,10 @@
 //! one curve per run named as the paper names it (the mean over seeds with a ± one standard
 //! deviation band when several seeds finished). An accuracy panel whose curves end close together
 //! gets a second panel zoomed on the last half of the run, and a figure against virtual time a bar
-//! panel of each run's time to target (where the runs have a target accuracy). A panel whose setting is not run at this scale shows the
-//! scale's first setting of the dataset instead, and says so in its title. Sweep figures plot one
-//! row's time to target or best accuracy against a setting coordinate (β, M), one line per value
-//! of another.
+//! panel of each run's time to target (where the runs have a target accuracy). A panel whose
+//! setting is not run at this scale shows the scale's first setting of the dataset instead, and
+//! says so in its title. Sweep figures plot one row's time to target or best accuracy against a
+//! setting coordinate (β, M), one line per value of another.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
