@@ -17,10 +17,18 @@
 //! A tensor two groups index (a hidden layer's weight between two narrowed layers) takes the
 //! segments of its lowest indexed dimension (its output neurons).
 //!
-//! Diagnostic (the run's `events.jsonl` at each evaluation): `unit_coverage`, the share of the
-//! grouped segments' elements (heads, neurons) that the last aggregation moved. Depth windows
-//! and width masks both leave units out of an aggregation (Co-S²P's AGX clients share one
-//! 6-of-8-block window a round: it read 0.75 throughout the E1 smoke).
+//! Diagnostics (the run's `events.jsonl` at each evaluation), shares of the grouped segments'
+//! elements (heads, neurons):
+//! - `unit_coverage`: moved by the last aggregation. Depth windows and width masks both leave
+//!   units out of an aggregation (Co-S²P's AGX clients share one 6-of-8-block window a round:
+//!   it read 0.75 throughout the E1 smoke).
+//! - `unit_coverage_cycle`: moved by at least one of the last L aggregations, L the model's
+//!   blocks. A depth window of k blocks rolls through its L − k + 1 starts in that many
+//!   aggregations, so a unit missing here is one that no client's width mask keeps, not one
+//!   its windows passed by.
+//! - `unit_coverage_ever`: moved by at least one aggregation since the run started.
+//!
+//! A unit counts as moved when any of its elements moved.
 
 use fl_core::tch::{Device, Kind, Tensor};
 use fl_core::{AggregateCtx, Aggregator, ClientUpdate, ParamSet, Result, StateIn, StateOut, Structure, Validate};
@@ -40,6 +48,8 @@ struct Segments {
     sizes: Tensor,
     /// Per tensor, whether a unit group segments it.
     grouped: Vec<bool>,
+    /// Segments `0..units` are the groups' units, in group order; the ungrouped tensors follow.
+    units: i64,
 }
 
 impl Segments {
@@ -74,7 +84,8 @@ impl Segments {
             .collect();
         let sizes = Tensor::zeros([next], (Kind::Float, device));
         let sizes = ids.iter().fold(sizes, |s, id| s.index_add(0, id, &id.ones_like().to_kind(Kind::Float)));
-        Segments { ids, sizes, grouped: by.iter().map(Option::is_some).collect() }
+        let units = structure.map_or(0, |s| s.groups.iter().map(|g| g.units).sum());
+        Segments { ids, sizes, grouped: by.iter().map(Option::is_some).collect(), units }
     }
 
     /// Per segment, the L1 norm of `tensors` over its elements.
@@ -90,11 +101,24 @@ pub struct SegmentImportance {
     segments: Option<Segments>,
     /// The last aggregation's unit coverage (a scalar tensor, read when diagnostics are).
     coverage: Option<Tensor>,
+    /// The units' elements and the version of the last aggregation that moved each (−1: none
+    /// yet), `[U]` each; none in a model without unit groups.
+    unit_moves: Option<(Tensor, Tensor)>,
+    /// The version the last aggregation produced, and the aggregations a cycle spans.
+    version: i64,
+    cycle: i64,
 }
 
 impl SegmentImportance {
     pub fn new(_cfg: SegmentImportanceConfig) -> Self {
-        SegmentImportance { segments: None, coverage: None }
+        SegmentImportance { segments: None, coverage: None, unit_moves: None, version: 0, cycle: 1 }
+    }
+
+    /// The share of the units' elements last moved at a version above `after`.
+    fn moved_after(&self, after: i64) -> Option<f64> {
+        let (sizes, last) = self.unit_moves.as_ref()?;
+        let moved = (sizes * last.gt(after).to_kind(Kind::Float)).sum(Kind::Float);
+        Some(moved.double_value(&[]) / sizes.sum(Kind::Float).double_value(&[]))
     }
 }
 
@@ -122,6 +146,19 @@ impl Aggregator for SegmentImportance {
             let elements: i64 = grouped.iter().map(|d| d.numel() as i64).sum();
             self.coverage = Some(moved / elements as f64);
         }
+        if segments.units > 0 {
+            let moved = segments.ids.iter().zip(&den).fold(segments.sizes.zeros_like(), |acc, (id, d)| {
+                acc.index_add(0, id, &d.gt(0.0).to_kind(Kind::Float).view(-1))
+            });
+            let (_, last) = self.unit_moves.get_or_insert_with(|| {
+                let sizes = segments.sizes.narrow(0, 0, segments.units).copy();
+                let never = Tensor::full([segments.units], -1, (Kind::Int64, device));
+                (sizes, never)
+            });
+            let _ = last.masked_fill_(&moved.narrow(0, 0, segments.units).gt(0.0), ctx.version as i64 + 1);
+        }
+        self.version = ctx.version as i64 + 1;
+        self.cycle = ctx.structure.map_or(1, |s| s.blocks().max(1) as i64);
         let tensors = global
             .tensors()
             .iter()
@@ -135,19 +172,33 @@ impl Aggregator for SegmentImportance {
     }
 
     fn diagnostics(&self) -> Vec<(String, f64)> {
-        self.coverage.iter().map(|c| ("unit_coverage".to_string(), c.double_value(&[]))).collect()
+        let Some(last) = &self.coverage else { return Vec::new() };
+        let mut out = vec![("unit_coverage".to_string(), last.double_value(&[]))];
+        // Before a whole cycle has passed, the cycle is the run so far.
+        let spans = [("unit_coverage_cycle", (self.version - self.cycle).max(-1)), ("unit_coverage_ever", -1)];
+        out.extend(spans.into_iter().filter_map(|(name, after)| Some((name.to_string(), self.moved_after(after)?))));
+        out
     }
 
-    // The segments are rebuilt from the structure; the coverage is kept so that a resumed run
-    // logs what the uninterrupted one does.
+    // The segments are rebuilt from the structure; the coverage and the versions of the last
+    // moves are kept so that a resumed run logs what the uninterrupted one does.
     fn save_state(&self, out: &mut StateOut) -> Result<()> {
+        if let Some((sizes, last)) = &self.unit_moves {
+            out.put_tensor("unit_sizes", sizes);
+            out.put_tensor("unit_last_moved", last);
+        }
+        out.put("version", &self.version)?;
+        out.put("cycle", &self.cycle)?;
         out.put("unit_coverage", &self.coverage.as_ref().map(|c| c.double_value(&[])))
     }
 
     fn load_state(&mut self, saved: &StateIn) -> Result<()> {
-        // Checkpoints written before the diagnostic existed have none.
+        // Checkpoints written before a diagnostic existed lack it: it starts again from there.
         let coverage: Option<f64> = saved.get("unit_coverage").ok().flatten();
         self.coverage = coverage.map(|c| Tensor::from(c as f32));
+        self.unit_moves = saved.tensor("unit_sizes").ok().zip(saved.tensor("unit_last_moved").ok());
+        self.version = saved.get("version").unwrap_or(0);
+        self.cycle = saved.get("cycle").unwrap_or(1);
         Ok(())
     }
 }
@@ -194,9 +245,13 @@ mod tests {
         let mut aggregator = SegmentImportance::new(SegmentImportanceConfig {});
         assert!(aggregator.diagnostics().is_empty(), "no coverage before an aggregation");
         let next = aggregator.aggregate(global, updates, &ctx).unwrap();
-        let [(name, coverage)] = &aggregator.diagnostics()[..] else { panic!("one diagnostic") };
-        assert_eq!(name, "unit_coverage");
-        (next.tensors().iter().map(|t| Vec::<f32>::try_from(&t.flatten(0, -1)).unwrap()).collect(), *coverage)
+        let coverage = diagnostic(&aggregator, "unit_coverage");
+        (next.tensors().iter().map(|t| Vec::<f32>::try_from(&t.flatten(0, -1)).unwrap()).collect(), coverage)
+    }
+
+    fn diagnostic(aggregator: &SegmentImportance, name: &str) -> f64 {
+        let all = aggregator.diagnostics();
+        all.iter().find(|(n, _)| n == name).unwrap_or_else(|| panic!("no {name} in {all:?}")).1
     }
 
     #[test]
@@ -237,5 +292,39 @@ mod tests {
         let (got, coverage) = aggregate(&global, &[update(global.shallow_clone(), delta, mask)]);
         assert_eq!(got, [vec![1.0, 1.0, 1.0, 1.5, 0.5, 1.25], vec![0.0; 3]]);
         assert_eq!(coverage, 0.5, "one of the group's two units moved");
+    }
+
+    #[test]
+    fn cycle_coverage_spans_the_last_block_count_of_aggregations_and_ever_coverage_the_run() {
+        let shapes: [&[i64]; 2] = [&[2, 3], &[3]];
+        // `a` in block 2 of a three-block model: a cycle is the last 3 aggregations.
+        let mut s = structure();
+        s.tensors[0] = s.tensors[0].clone().at(fl_core::Depth::Block(2));
+        let mut aggregator = SegmentImportance::new(SegmentImportanceConfig {});
+        let mut global = set(&[&[1.0; 6], &[0.0; 3]], &shapes);
+        // Aggregations 1 to 4 move unit 0, then unit 1 of `a` (and `b`, not a unit).
+        let mut seen = Vec::new();
+        for (version, unit) in [(0u64, 0i64), (1, 1), (2, 1), (3, 1)] {
+            let mut rows = [0.0f32; 6];
+            rows[unit as usize * 3..][..3].fill(0.5);
+            let delta = set(&[&rows, &[0.1; 3]], &shapes);
+            let Mask::Structured(mask) = s.mask_from_units(&[Some(vec![unit])]).unwrap() else { unreachable!() };
+            let u = update(global.shallow_clone(), delta, Mask::Structured(mask));
+            let staleness = [UpdateStaleness { versions: 0, seconds: 0.0, weight: 1.0 }];
+            let ctx = AggregateCtx {
+                version,
+                num_clients: 1,
+                total_samples: 1,
+                now: 0,
+                staleness: &staleness,
+                structure: Some(&s),
+            };
+            global = aggregator.aggregate(&global, &[u], &ctx).unwrap();
+            let read = |name| diagnostic(&aggregator, name);
+            seen.push([read("unit_coverage"), read("unit_coverage_cycle"), read("unit_coverage_ever")]);
+        }
+        // Unit 1 never moved before aggregation 2; unit 0 last moved 3 aggregations before the
+        // fourth.
+        assert_eq!(seen, [[0.5, 0.5, 0.5], [0.5, 1.0, 1.0], [0.5, 1.0, 1.0], [0.5, 0.5, 1.0]]);
     }
 }

@@ -86,7 +86,7 @@ fn panels_of(
     let group = group(&spec.dataset, &setting);
     let entry = grid.datasets.get(&spec.dataset);
     let words = |id: &str| entry.map_or_else(|| id.to_string(), |e| e.setting_words(id));
-    let dataset = entry.and_then(|e| e.title.clone()).unwrap_or_else(|| spec.dataset.clone());
+    let dataset = entry.map_or_else(|| spec.dataset.clone(), |e| e.panel_name(&spec.dataset));
     let note = if setting == wanted { String::new() } else { format!(" (the paper's: {})", words(&wanted)) };
     let place = format!("{dataset}, {}{note}", words(&setting));
     let by_time = figure.x == "time";
@@ -258,7 +258,7 @@ pub fn write_sweeps(
                     "time_to_target" => ("time to target", "virtual seconds"),
                     _ => ("best test accuracy", "accuracy (%)"),
                 };
-                let dataset = entry.title.as_deref().unwrap_or(dataset);
+                let dataset = entry.panel_name(dataset);
                 let run = names.get(&sweep.run).unwrap_or(&sweep.run);
                 let y_range = sweep_y_range(metric, &series);
                 Some(Panel {

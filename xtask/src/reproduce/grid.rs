@@ -120,6 +120,11 @@ pub struct Sweep {
 pub struct DatasetEntry {
     /// The dataset's name in words, as the paper writes it (`CIFAR-10`); default: its key.
     pub title: Option<String>,
+    /// What this dataset's runs stand in for the paper's with, when the paper's data or model
+    /// cannot be had here (`Fashion-MNIST, 8-block ViT`): its figures' panels then say
+    /// "substitution: …" where they would name the dataset.
+    #[serde(default)]
+    pub substitution: Option<String>,
     /// The base experiment, relative to the grid file.
     pub base: String,
     #[serde(default)]
@@ -167,6 +172,16 @@ impl SettingRef {
 }
 
 impl DatasetEntry {
+    /// The dataset as a figure panel names it: `substitution: …` for a substitution, else its
+    /// title, else `key`.
+    pub fn panel_name(&self, key: &str) -> String {
+        match (&self.substitution, &self.title) {
+            (Some(what), _) => format!("substitution: {what}"),
+            (None, Some(title)) => title.clone(),
+            (None, None) => key.to_string(),
+        }
+    }
+
     /// Every setting of the dataset: its α shorthands, then its named settings.
     pub fn all_settings(&self) -> Vec<Setting> {
         self.alphas.iter().map(|&a| Setting::alpha(a)).chain(self.settings.iter().cloned()).collect()
@@ -458,6 +473,8 @@ pub struct PlannedRun {
     pub id: String,
     pub seed: u64,
     pub may_diverge: bool,
+    /// The variants that lay keys over this run (their names, in `--variant` order).
+    pub varied_by: Vec<String>,
     /// The experiment TOML.
     pub experiment: String,
     pub dir: PathBuf,
@@ -483,6 +500,7 @@ impl PlannedRun {
             id: "x".into(),
             seed: 1,
             may_diverge: false,
+            varied_by: Vec::new(),
             experiment: experiment.into(),
             dir: dir.to_path_buf(),
         }
@@ -633,7 +651,7 @@ impl Grid {
         let scale = self.scale(scale_name)?;
         let mut variant_sets = Vec::new();
         for name in variants {
-            variant_sets.extend(&self.variant(name)?.sets);
+            variant_sets.extend(self.variant(name)?.sets.iter().map(|set| (name, set)));
         }
         let label = Grid::label(scale_name, variants);
         let mut runs = Vec::new();
@@ -667,8 +685,15 @@ impl Grid {
                     exp.insert("name".into(), Value::String(format!("{}-{group}-{id}-s{seed}", self.paper)));
                     exp.insert("seed".into(), Value::Integer(seed as i64));
                     exp.insert("method".into(), Value::String(method.into()));
-                    let variant_layers =
-                        variant_sets.iter().filter(|v| v.applies(scale_name, dataset, &setting.id, id)).map(|v| &v.set);
+                    let varying: Vec<&(&String, &VariantSet)> =
+                        variant_sets.iter().filter(|(_, v)| v.applies(scale_name, dataset, &setting.id, id)).collect();
+                    let mut varied_by: Vec<String> = Vec::new();
+                    for (name, _) in &varying {
+                        if !varied_by.contains(name) {
+                            varied_by.push(name.to_string());
+                        }
+                    }
+                    let variant_layers = varying.iter().map(|(_, v)| &v.set);
                     let grid_layers =
                         self.sets.iter().filter(|v| v.applies(scale_name, dataset, &setting.id, id)).map(|v| &v.set);
                     let layers = [Some(&setting.set), Some(set)].into_iter().flatten().chain(grid_layers);
@@ -686,6 +711,7 @@ impl Grid {
                         id: id.to_string(),
                         seed,
                         may_diverge,
+                        varied_by,
                         experiment: toml::to_string(&exp)?,
                         dir: out.join(&label).join(&group).join(format!("{id}-s{seed}")),
                     });
@@ -797,6 +823,15 @@ mod tests {
     }
 
     #[test]
+    fn a_panel_names_a_substituted_dataset_by_its_substitution() {
+        let entry = |extra: &str| -> DatasetEntry { toml::from_str(&format!("base = \"b.toml\"\n{extra}")).unwrap() };
+        assert_eq!(entry("").panel_name("fmnist"), "fmnist");
+        assert_eq!(entry("title = \"Fashion-MNIST\"").panel_name("fmnist"), "Fashion-MNIST");
+        let substituted = entry("title = \"Fashion-MNIST\"\nsubstitution = \"Fashion-MNIST, small ViT\"");
+        assert_eq!(substituted.panel_name("fmnist"), "substitution: Fashion-MNIST, small ViT");
+    }
+
+    #[test]
     fn a_scale_narrows_alphas_overrides_keys_and_drops_extras() {
         let runs = plan("small");
         assert_eq!(runs.iter().map(|r| r.key.as_str()).collect::<Vec<_>>(), ["d-a0.5/a-l", "d-a0.5/a-l"]);
@@ -812,6 +847,7 @@ mod tests {
         for (r, b) in runs.iter().zip(&base) {
             assert_eq!(r.dir, Path::new("/out/full-fast").join(b.dir.strip_prefix("/out/full").unwrap()));
             let exp: Table = toml::from_str(&r.experiment).unwrap();
+            assert_eq!(r.varied_by, if r.id == "fig" { vec!["fast".to_string()] } else { Vec::new() });
             if r.id == "fig" {
                 assert_eq!(exp["trainer"]["lr"].as_float(), Some(0.5));
                 assert_eq!(exp["scheduler"]["rounds"].as_integer(), Some(5));
@@ -823,6 +859,8 @@ mod tests {
         let fig: Table = toml::from_str(&both.iter().find(|r| r.id == "fig").unwrap().experiment).unwrap();
         assert_eq!(fig["scheduler"]["rounds"].as_integer(), Some(3), "the later variant's keys win");
         assert_eq!(fig["trainer"]["lr"].as_float(), Some(0.5));
+        let varied = |id: &str| both.iter().find(|r| r.id == id).unwrap().varied_by.clone();
+        assert_eq!((varied("fig"), varied("a-l")), (vec!["fast".to_string(), "short".into()], vec!["short".into()]));
         assert!(both[0].dir.starts_with("/out/full-fast+short"));
         let grid: Grid = toml::from_str(GRID).unwrap();
         assert!(grid.variant("slow").unwrap_err().to_string().contains("this grid has: at-half, fast, short"));

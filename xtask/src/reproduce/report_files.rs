@@ -2,6 +2,7 @@
 //! datasets, the paper's section, checks, orderings, files, scores), the figures and
 //! `results.json`.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -42,7 +43,10 @@ pub fn write_report(grid: &Grid, expected: &Expected, results: &Results, o: &Opt
     let mut checks = report::evaluate_checks(grid, results);
     let mut orderings = report::evaluate_orderings(grid, results, findings.as_ref());
     orderings.extend(report::evaluate_trends(grid, results, findings.as_ref()));
-    let names = figures::run_names(grid, expected);
+    let names: BTreeMap<String, String> = figures::run_names(grid, expected)
+        .into_iter()
+        .map(|(id, name)| (id.clone(), results.row_name(&id, &name)))
+        .collect();
     let mut figures = figures::write_figures(grid, &names, results, dir)?;
     figures.extend(figures::write_sweeps(grid, &names, results, dir)?);
     figures.extend(traces::write_traces(grid, &names, results, dir)?);

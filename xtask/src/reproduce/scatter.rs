@@ -76,8 +76,8 @@ fn panels(grid: &Grid, table: &PaperTable, cells: &[serde_json::Value]) -> Vec<P
                 ..Series::default()
             }));
             let title = match &table.substitution {
-                Some(what) => format!("substitution {what}"),
-                None => grid.datasets.get(&dataset).and_then(|d| d.title.clone()).unwrap_or(dataset),
+                Some(what) => format!("substitution: {what}"),
+                None => grid.datasets.get(&dataset).map_or_else(|| dataset.clone(), |d| d.panel_name(&dataset)),
             };
             Panel {
                 title: format!("{title}: ours against the paper"),

@@ -29,7 +29,7 @@ pub fn write_traces(
                 continue;
             };
             let entry = grid.datasets.get(&spec.dataset);
-            let dataset = entry.and_then(|e| e.title.clone()).unwrap_or_else(|| spec.dataset.clone());
+            let dataset = entry.map_or_else(|| spec.dataset.clone(), |e| e.panel_name(&spec.dataset));
             let words = entry.map_or_else(|| setting.clone(), |e| e.setting_words(&setting));
             let runs: Vec<(&String, &Outcome)> = spec
                 .runs

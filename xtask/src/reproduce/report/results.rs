@@ -68,6 +68,26 @@ impl Results<'_> {
         }
     }
 
+    /// The variants that changed some run of `row`, in order: a report names the row with them.
+    pub fn varied_by(&self, row: &str) -> Vec<&str> {
+        let mut names: Vec<&str> = Vec::new();
+        for name in self.runs.iter().filter(|r| r.id == row).flat_map(|r| &r.varied_by) {
+            if !names.contains(&name.as_str()) {
+                names.push(name);
+            }
+        }
+        names
+    }
+
+    /// The name a report gives a row of its grid: `name`, followed by `[variant, …]` where the
+    /// report's variants changed its runs (the scale's own report has the unchanged row).
+    pub fn row_name(&self, row: &str, name: &str) -> String {
+        match self.varied_by(row)[..] {
+            [] => name.to_string(),
+            ref variants => format!("{name} [{}]", variants.join(", ")),
+        }
+    }
+
     /// How many seeds of a row's run at (dataset, setting) were planned.
     pub(super) fn planned_seeds(&self, dataset: &str, setting: &str, row: &str) -> usize {
         let key = format!("{}/{row}", group(dataset, setting));
@@ -141,6 +161,7 @@ pub mod fixtures {
             id: id.into(),
             seed: 1,
             may_diverge: false,
+            varied_by: Vec::new(),
             experiment: String::new(),
             dir: PathBuf::new(),
         }

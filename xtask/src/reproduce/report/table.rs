@@ -54,7 +54,8 @@ pub fn render_table(table: &PaperTable, results: &Results, notes: &Notes) -> Ren
     let mut score = Score::default();
     let mut out_of_tolerance = Vec::new();
     for row in &table.rows {
-        let mut line = format!("| {} |", row.method);
+        let method = row.run.as_deref().map_or_else(|| row.method.clone(), |id| results.row_name(id, &row.method));
+        let mut line = format!("| {method} |");
         if with_level {
             let _ = write!(line, " {} |", row.level);
         }
@@ -614,9 +615,13 @@ mod tests {
         let notes = Notes { findings: Some(&findings), variants: &[] };
         let md = render_table(&expected.tables[0], &results, &notes).markdown;
         assert!(md.contains("- C S: C is slow ([findings](../f.md#c))\n"), "{md}");
+        assert!(md.contains("| C | S |"), "{md}");
         let variants = ["code-data".to_string()];
+        let varied = vec![PlannedRun { varied_by: variants.to_vec(), ..run("m", 0.1, "c") }];
+        let results = Results { runs: &varied, ..results };
         let md = render_table(&expected.tables[0], &results, &Notes { findings: Some(&findings), variants: &variants })
             .markdown;
+        assert!(md.contains("| C [code-data] | S |"), "the row its variant changed says so: {md}");
         assert!(!md.contains("C is slow"), "a variant changes what the note describes: {md}");
         assert!(md.contains("- C S: its note in the scale's report describes the paper's protocol, which this report's variants change; see the [findings](../f.md#c) on this row.\n"), "{md}");
     }
