@@ -8,18 +8,24 @@
 # (DIR/experiments/<i>.toml copied to PACK_DIR/<i>/experiment.toml). Prints the quickstart's
 # wall time on CUDA and on CPU, then runs PACK_DIR as one pack for at most SECONDS (default
 # 320) and prints how many rounds each run reached and the GPU's utilisation meanwhile. With
-# CELL_TOML (one run's experiment, say the kdd23 cell with its rounds cut to 40), it first runs
-# that alone with CUDA graphs and without ([trainer] cuda_graphs = false) and prints both. The
-# end-to-end ratios are `cargo xtask bench` (or its end_to_end binary with FL_BENCH_DIR set).
+# CELL_TOML (one run's experiment, say the kdd23 cell with its rounds cut to 40, or the cos2p
+# row's, whose Adan and distillation steps are captured too), it first runs that alone with CUDA
+# graphs and without ([trainer] cuda_graphs = false), prints both and whether their metrics are
+# byte-identical. The end-to-end ratios are `cargo xtask bench` (or its end_to_end binary with
+# FL_BENCH_DIR set).
 set -u
 fl=$1 dir=$2 seconds=${3:-320} cell=${4:-}
 if [ -n "$cell" ]; then
     eager=$(mktemp --suffix=-eager.toml)
     sed '/^\[trainer\]/a cuda_graphs = false' "$cell" > "$eager"
+    outs=()
     for toml in "$cell" "$eager"; do
         out=$(mktemp -d)
+        outs+=("$out")
         echo "cell $(basename "$toml"): $("$fl" run "$toml" --out "$out" --device cuda --workers 1 --quiet | head -1)"
     done
+    cmp -s "${outs[0]}/metrics.csv" "${outs[1]}/metrics.csv" && same=identical || same=DIFFERENT
+    echo "cell metrics with graphs and eager: $same"
 fi
 for device in cuda cpu; do
     out=$(mktemp -d)

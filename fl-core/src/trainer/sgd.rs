@@ -829,15 +829,17 @@ impl SgdCohort {
     /// them, for a model whose forward pass reads nothing from the host ([`Model::replayable`]),
     /// and with options whose steps keep no host state that changes from step to step.
     /// Early stopping (its epoch ends are host branches) and the pulled model's merge run
-    /// eagerly, and so, until they are checked under capture on a GPU, do Adan, FedDyn, MOON,
-    /// ASO-Fed, augmentation, distillation and learned or pruned widths.
+    /// eagerly, and so, until they are checked under capture on a GPU, do FedDyn, MOON,
+    /// ASO-Fed, augmentation, AdaViT's usage loss and learned or pruned widths. Adan (its
+    /// first-step difference is step 0's, which runs eagerly) and distillation (tensor
+    /// arithmetic on the exits' logits) read nothing from the host; the CPU test checks them
+    /// at device counters, `fl-bench/scripts/gpu_checks.sh` under capture.
     fn graphable(&self) -> bool {
         self.cfg.cuda_graphs
             && self.clients() <= MAX_GRAPH_CLIENTS
             && self.data.x.device().is_cuda()
             && cuda_graph::available()
             && self.model.replayable()
-            && self.cfg.optimizer != Optimizer::Adan
             && self.stopping.is_none()
             && self.dyn_state.is_none()
             && self.contrast.is_none()
@@ -848,7 +850,6 @@ impl SgdCohort {
             && self.quantizer.is_none()
             && self.usage.is_none()
             && self.cfg.augment.is_none()
-            && self.cfg.distill.is_none()
     }
 
     /// Runs steps up to `until` replayed from CUDA graphs: step 0 eagerly, which tells how many
@@ -1394,6 +1395,17 @@ mod tests {
                 reset_each_epoch: true,
                 lr_decay: LrDecay::InvSqrtEpoch,
                 delay_alpha: 0.5,
+                ..SgdConfig::default()
+            },
+            // Adan's bias corrections, difference weight and decoupled decay are table rows;
+            // its restarts zero the moments and the difference.
+            SgdConfig {
+                optimizer: Optimizer::Adan,
+                lr: 0.01,
+                momentum: 0.0,
+                weight_decay: 0.02,
+                reset_each_epoch: true,
+                distill: Some(DistillConfig::default()),
                 ..SgdConfig::default()
             },
         ];
