@@ -28,7 +28,8 @@
 //!   its windows passed by.
 //! - `unit_coverage_ever`: moved by at least one aggregation since the run started.
 //!
-//! A unit counts as moved when any of its elements moved.
+//! The first counts elements; the other two count whole units, a unit moved when any of its
+//! elements moved.
 
 use fl_core::tch::{Device, Kind, Tensor};
 use fl_core::{AggregateCtx, Aggregator, ClientUpdate, ParamSet, Result, StateIn, StateOut, Structure, Validate};

@@ -651,7 +651,7 @@ impl Grid {
         let scale = self.scale(scale_name)?;
         let mut variant_sets = Vec::new();
         for name in variants {
-            variant_sets.extend(self.variant(name)?.sets.iter().map(|set| (name, set)));
+            variant_sets.extend(&self.variant(name)?.sets);
         }
         let label = Grid::label(scale_name, variants);
         let mut runs = Vec::new();
@@ -685,15 +685,10 @@ impl Grid {
                     exp.insert("name".into(), Value::String(format!("{}-{group}-{id}-s{seed}", self.paper)));
                     exp.insert("seed".into(), Value::Integer(seed as i64));
                     exp.insert("method".into(), Value::String(method.into()));
-                    let varying: Vec<&(&String, &VariantSet)> =
-                        variant_sets.iter().filter(|(_, v)| v.applies(scale_name, dataset, &setting.id, id)).collect();
-                    let mut varied_by: Vec<String> = Vec::new();
-                    for (name, _) in &varying {
-                        if !varied_by.contains(name) {
-                            varied_by.push(name.to_string());
-                        }
-                    }
-                    let variant_layers = varying.iter().map(|(_, v)| &v.set);
+                    let applies = |v: &VariantSet| v.applies(scale_name, dataset, &setting.id, id);
+                    let varied_by: Vec<String> =
+                        variants.iter().filter(|n| self.variants[*n].sets.iter().any(applies)).cloned().collect();
+                    let variant_layers = variant_sets.iter().filter(|v| applies(v)).map(|v| &v.set);
                     let grid_layers =
                         self.sets.iter().filter(|v| v.applies(scale_name, dataset, &setting.id, id)).map(|v| &v.set);
                     let layers = [Some(&setting.set), Some(set)].into_iter().flatten().chain(grid_layers);
