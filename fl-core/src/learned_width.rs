@@ -31,9 +31,31 @@ pub struct WidthBudget {
     pub random: Vec<usize>,
     /// Whether this job trains the scores (a mask round) before training the weights.
     pub learn: bool,
+    /// How the learned groups share the budget.
+    #[serde(default)]
+    pub allocation: WidthAllocation,
+}
+
+/// How a finalised mask shares `R^width` among the learned groups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WidthAllocation {
+    /// The best units over all learned groups together, each group keeping at least its best
+    /// (spec §2.4's FinalizeMask): one group may keep every unit and another one.
+    #[default]
+    Global,
+    /// Each group its own `round(R^width · units)` best units (at least one), as rolling and
+    /// random widths keep them.
+    PerGroup,
 }
 
 impl WidthBudget {
+    /// A budget whose learned groups share `ratio` over all of them
+    /// ([`WidthAllocation::Global`]).
+    pub fn new(ratio: f64, learned: Vec<usize>, random: Vec<usize>, learn: bool) -> Self {
+        WidthBudget { ratio, learned, random, learn, allocation: WidthAllocation::Global }
+    }
+
     /// Every group of the budget, learned ones first.
     pub fn groups(&self) -> impl Iterator<Item = usize> + '_ {
         self.learned.iter().chain(&self.random).copied()
@@ -73,20 +95,28 @@ pub fn initial_scores(units: i64, ratio: f64, learned: bool, rng: &mut Rng) -> T
 /// The 0/1 masks `[C, units]` of a cohort's clients: `learned` and `random` hold their scores
 /// `[C, units]` per group, in the budget's order, and `ratio` each client's `R^width` `[C]`.
 ///
-/// Learned groups: every group keeps its best unit (a block never loses a whole layer), then
-/// units in descending score over all learned groups together, while the parameters kept stay
-/// within `R^width` of theirs (spec §2.4's FinalizeMask, which guarantees the budget). Random
-/// groups keep their `round(R^width · units)` best (at least one). Ties go to the lower index.
+/// Learned groups under [`WidthAllocation::Global`]: every group keeps its best unit (a block
+/// never loses a whole layer), then units in descending score over all learned groups
+/// together, while the parameters kept stay within `R^width` of theirs (spec §2.4's
+/// FinalizeMask, which guarantees the budget); under [`WidthAllocation::PerGroup`] each keeps
+/// its own `round(R^width · units)` best (at least one), as random groups always do. Ties go to
+/// the lower index.
 pub fn finalize(
     learned: &[Tensor],
     unit_params: &[i64],
     random: &[Tensor],
     ratio: &Tensor,
+    allocation: WidthAllocation,
 ) -> (Vec<Tensor>, Vec<Tensor>) {
-    (finalize_learned(learned, unit_params, ratio), random.iter().map(|s| finalize_random(s, ratio)).collect())
+    let per_group = |scores: &[Tensor]| scores.iter().map(|s| finalize_per_group(s, ratio)).collect();
+    let learned = match allocation {
+        WidthAllocation::Global => finalize_global(learned, unit_params, ratio),
+        WidthAllocation::PerGroup => per_group(learned),
+    };
+    (learned, per_group(random))
 }
 
-fn finalize_learned(scores: &[Tensor], unit_params: &[i64], ratio: &Tensor) -> Vec<Tensor> {
+fn finalize_global(scores: &[Tensor], unit_params: &[i64], ratio: &Tensor) -> Vec<Tensor> {
     let Some(first) = scores.first() else { return Vec::new() };
     let (clients, device) = (first.size()[0], first.device());
     let forced: Vec<Tensor> =
@@ -108,7 +138,7 @@ fn finalize_learned(scores: &[Tensor], unit_params: &[i64], ratio: &Tensor) -> V
     keep.split_with_sizes(&sizes, 1)
 }
 
-fn finalize_random(scores: &Tensor, ratio: &Tensor) -> Tensor {
+fn finalize_per_group(scores: &Tensor, ratio: &Tensor) -> Tensor {
     let units = scores.size()[1];
     let count = (ratio.to_kind(Kind::Double) * units as f64).round().clamp(1.0, units as f64).unsqueeze(1);
     let order = scores.to_kind(Kind::Double).sort_stable(true, 1, true).1;
@@ -134,7 +164,7 @@ pub fn kept_units(
     let random: Vec<Tensor> = budget.random.iter().map(scores_of).collect::<Option<_>>()?;
     let params: Vec<i64> = budget.learned.iter().map(|&g| unit_params(structure, g)).collect();
     let ratio = Tensor::from_slice(&[budget.ratio]);
-    let (learned, random) = finalize(&learned, &params, &random, &ratio);
+    let (learned, random) = finalize(&learned, &params, &random, &ratio, budget.allocation);
     let mut kept = vec![None; structure.groups.len()];
     for (g, mask) in budget.groups().zip(learned.iter().chain(&random)) {
         kept[g] = Some(kept_indices(mask));
@@ -215,7 +245,7 @@ mod tests {
         // Group a: 4 units of 10 parameters; group b: 2 units of 30; 100 in all, budget 0.5 → 50.
         let a = Tensor::from_slice(&[0.1f32, 3.0, -1.0, 2.0]).unsqueeze(0);
         let b = Tensor::from_slice(&[-5.0f32, -4.0]).unsqueeze(0);
-        let (kept, _) = finalize(&[a, b], &[10, 30], &[], &Tensor::from_slice(&[0.5f64]));
+        let (kept, _) = finalize(&[a, b], &[10, 30], &[], &Tensor::from_slice(&[0.5f64]), WidthAllocation::Global);
         // Forced: a's unit 1 (10) and b's unit 1 (30) → 40; next by score: a's 3 (2.0) → 50 ≤ 50;
         // then a's 0 (0.1) → 60 > 50: stop.
         assert_eq!(floats(&kept[0]), [0.0, 1.0, 0.0, 1.0]);
@@ -223,9 +253,23 @@ mod tests {
     }
 
     #[test]
+    fn per_group_allocation_keeps_each_groups_share_where_global_lets_one_group_take_it() {
+        // Two groups of 4 units of 10 parameters; budget 0.5 → 40 of 80.
+        let a = || Tensor::from_slice(&[3.0f32, 2.0, 1.0, 0.5]).unsqueeze(0);
+        let b = || Tensor::from_slice(&[-5.0f32, -4.0, -3.0, -2.0]).unsqueeze(0);
+        let ratio = Tensor::from_slice(&[0.5f64]);
+        // Global: forced a's 0 and b's 3 (20), then a's 1 (30) and a's 2 (40 ≤ 40), a's 3 → 50.
+        let (global, _) = finalize(&[a(), b()], &[10, 10], &[], &ratio, WidthAllocation::Global);
+        assert_eq!((floats(&global[0]), floats(&global[1])), (vec![1.0, 1.0, 1.0, 0.0], vec![0.0, 0.0, 0.0, 1.0]));
+        // Per group: round(0.5 · 4) = 2 best units of each.
+        let (own, _) = finalize(&[a(), b()], &[10, 10], &[], &ratio, WidthAllocation::PerGroup);
+        assert_eq!((floats(&own[0]), floats(&own[1])), (vec![1.0, 1.0, 0.0, 0.0], vec![0.0, 0.0, 1.0, 1.0]));
+    }
+
+    #[test]
     fn clients_of_a_cohort_finalise_with_their_own_ratios() {
         let scores = Tensor::from_slice(&[4.0f32, 3.0, 2.0, 1.0, 1.0, 2.0, 3.0, 4.0]).reshape([2, 4]);
-        let (kept, _) = finalize(&[scores], &[1], &[], &Tensor::from_slice(&[0.25f64, 0.75]));
+        let (kept, _) = finalize(&[scores], &[1], &[], &Tensor::from_slice(&[0.25f64, 0.75]), WidthAllocation::Global);
         assert_eq!(floats(&kept[0]), [1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0]);
     }
 
@@ -258,16 +302,17 @@ mod tests {
     }
 
     fn budget_of(ratio: f64) -> WidthBudget {
-        WidthBudget { ratio, learned: vec![0], random: vec![1], learn: true }
+        WidthBudget::new(ratio, vec![0], vec![1], true)
     }
 
     #[test]
     fn random_groups_keep_a_rounded_share_of_each_group() {
         let scores = Tensor::from_slice(&[0.3f32, -0.2, 0.9, 0.1, 0.5, -0.7]).unsqueeze(0);
-        let (_, kept) = finalize(&[], &[], &[scores.shallow_clone()], &Tensor::from_slice(&[0.5f64]));
+        let (_, kept) =
+            finalize(&[], &[], &[scores.shallow_clone()], &Tensor::from_slice(&[0.5f64]), WidthAllocation::Global);
         assert_eq!(floats(&kept[0]), [1.0, 0.0, 1.0, 0.0, 1.0, 0.0]);
         // A ratio too small for one unit still keeps one.
-        let (_, one) = finalize(&[], &[], &[scores], &Tensor::from_slice(&[0.01f64]));
+        let (_, one) = finalize(&[], &[], &[scores], &Tensor::from_slice(&[0.01f64]), WidthAllocation::Global);
         assert_eq!(floats(&one[0]), [0.0, 0.0, 1.0, 0.0, 0.0, 0.0]);
     }
 }

@@ -46,7 +46,7 @@ pub use error::{
 };
 pub use from_config::{FromConfig, ModelFromConfig, NoParams, Validate};
 pub use job_memory::{JobMemory, job_memory};
-pub use learned_width::WidthBudget;
+pub use learned_width::{WidthAllocation, WidthBudget};
 pub use mask::{Coverage, Mask, StructuredMask, TensorRole};
 pub use mask_policy::{MaskCtx, MaskPolicy};
 pub use model::{Gate, GateUsage, Mode, Model, Training, forward_one};

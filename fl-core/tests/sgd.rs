@@ -446,7 +446,7 @@ fn fedasmu_learned_pull_weight_merges_and_steps_its_controls_as_worked_by_hand()
 fn budget_jobs(ratio: f64) -> impl Fn(usize) -> TrainJob {
     let model = Arc::new(TwoLayer::with_feature_group()) as Arc<dyn Model>;
     let data = tiny_dataset();
-    let budget = fl_core::WidthBudget { ratio, learned: vec![0], random: vec![], learn: true };
+    let budget = fl_core::WidthBudget::new(ratio, vec![0], vec![], true);
     move |c: usize| {
         let samples = [(0i64, 2i64), (2, 3), (3, 6)][c];
         TrainJob {

@@ -134,7 +134,7 @@ fn budget_job(model: &Arc<dyn Model>, data: &Dataset, start: &ParamSet, ratio: f
         noise: TensorNoise::new(11 + c as u64),
         version: 0,
         delay: 0.0,
-        width: Some(WidthBudget { ratio, learned: (0..groups).collect(), random: vec![], learn: true }),
+        width: Some(WidthBudget::new(ratio, (0..groups).collect(), vec![], true)),
         state: None,
         batch_size: None,
     }

@@ -68,7 +68,7 @@ fn trainer(masks: WidthMaskConfig) -> Sgd {
 fn budget(model: &dyn Model, ratio: f64, learn: bool) -> WidthBudget {
     let groups = &model.structure().groups;
     let (learned, random) = (0..groups.len()).partition(|&g| groups[g].name.ends_with("heads"));
-    WidthBudget { ratio, learned, random, learn }
+    WidthBudget::new(ratio, learned, random, learn)
 }
 
 fn scores(model: &dyn Model, seed: u64) -> ParamSet {
@@ -186,7 +186,7 @@ fn the_scores_drop_units_that_cannot_change_the_output_first() {
         }
     }
     let wounded = ParamSet::new(trained.names().to_vec(), tensors).unwrap();
-    let budget = WidthBudget { ratio: 0.25, learned: mlp.clone(), random: Vec::new(), learn: true };
+    let budget = WidthBudget::new(0.25, mlp.clone(), Vec::new(), true);
     let sgd = trainer(WidthMaskConfig { epochs: 5, lr: 0.05, lambda: 1.0 });
     let out = sgd.train(job(&model, wounded, Some(budget.clone()), None)).unwrap();
     let kept = kept_units(structure, &WidthBudget { learn: false, ..budget }, out.state.as_ref()).unwrap();

@@ -15,14 +15,17 @@
 //! the window goes out at full width with a [`WidthBudget`] of `R^width` over its trained
 //! blocks' groups, and while the round is below `mask_rounds` (Q̂) the client trains its
 //! importance scores before its weights (`[trainer] width_masks`); afterwards its scores are
-//! fixed and the window goes out physically cut to the units they keep. Group kinds
+//! fixed and the window goes out physically cut to the units they keep (`width_allocation`:
+//! the best over all the window's groups, or each group's own share). Group kinds
 //! (`heads`, `mlp`: a group name's last part) outside `learned_groups` get random masks, fixed
 //! per client (Table 3's ablation). The early exits a client trains are its own
 //! (`personal_exits`, §2.5: "keep exit heads locally"): each job starts from the client's copy,
 //! which is neither uploaded nor aggregated; the final head at depth L is shared.
 
 use fl_algo_baselines::{WidthConfig, rolling_units};
-use fl_core::{Depth, Error, InvalidKey, Mask, MaskCtx, MaskPolicy, Result, Validate, WidthBudget, learned_width};
+use fl_core::{
+    Depth, Error, InvalidKey, Mask, MaskCtx, MaskPolicy, Result, Validate, WidthAllocation, WidthBudget, learned_width,
+};
 use serde::{Deserialize, Serialize};
 use smart_default::SmartDefault;
 
@@ -64,6 +67,9 @@ pub struct RollingDepthConfig {
     /// random (Table 3: `["heads"]`, `["mlp"]`, `[]`).
     #[default(vec!["heads".to_string(), "mlp".to_string()])]
     pub learned_groups: Vec<String>,
+    /// How a learned mask shares `R^width` among the window's groups: over all of them by
+    /// score (`"global"`, spec §2.4's FinalizeMask) or `R^width` of each (`"per-group"`).
+    pub width_allocation: WidthAllocation,
     /// Whether a client keeps the early exits it trains for itself (never uploaded or
     /// aggregated, [`fl_core::TensorRole::Personal`]) or shares them like any trained tensor.
     #[default(true)]
@@ -140,7 +146,7 @@ impl RollingDepth {
             .filter(|&g| in_window(g))
             .partition(|&g| self.cfg.learned_groups.iter().any(|k| k == kinds[g]));
         let learn = ctx.version < self.cfg.mask_rounds && !learned.is_empty();
-        Ok(WidthBudget { ratio: width, learned, random, learn })
+        Ok(WidthBudget { ratio: width, learned, random, learn, allocation: self.cfg.width_allocation })
     }
 
     /// The early exits inside `window` at the depths of the shallower clients' windows among

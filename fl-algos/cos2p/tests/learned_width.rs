@@ -9,7 +9,7 @@ use fl_core::registry::{Builder, ComponentKind, Params, Registry};
 use fl_core::rng::TensorNoise;
 use fl_core::tch::Device;
 use fl_core::testing::profiles;
-use fl_core::{DataSpec, Mask, MaskCtx, MaskPolicy, Model, ParamSet, TensorRole};
+use fl_core::{DataSpec, Mask, MaskCtx, MaskPolicy, Model, ParamSet, TensorRole, WidthAllocation};
 use fl_data as _;
 use fl_models as _;
 
@@ -134,6 +134,39 @@ fn after_the_mask_rounds_the_window_is_cut_to_the_units_the_scores_keep() {
     let kept_params = full_window.held_per_tensor(&shapes).iter().sum::<i64>();
     let held_params = uncut.held_per_tensor(&shapes).iter().sum::<i64>();
     assert!(held_params - kept_params >= window / 4 - 1, "cut {} of {window}", held_params - kept_params);
+}
+
+#[test]
+fn per_group_allocation_cuts_every_group_of_the_window_to_its_own_share() {
+    let model = vit();
+    let structure = model.structure();
+    let cfg = RollingDepthConfig { width_allocation: WidthAllocation::PerGroup, ..RollingDepthConfig::default() };
+    let mut policy = learned(cfg);
+    assert_eq!(
+        mask(&mut policy, model.as_ref(), 2, 1, None).width_budget().unwrap().allocation,
+        WidthAllocation::PerGroup
+    );
+    // Every head scored above every neuron: a global allocation would keep all the heads.
+    let state = scores(model.as_ref());
+    let names = state.names().to_vec();
+    let tensors: Vec<_> = names
+        .iter()
+        .zip(state.tensors())
+        .map(|(n, t)| if n.ends_with("heads") { t + 10.0 } else { t.copy() })
+        .collect();
+    let state = ParamSet::new(names, tensors).unwrap();
+    let Mask::Structured(s) = mask(&mut policy, model.as_ref(), 2, 6, Some(&state)) else {
+        panic!("a structured mask")
+    };
+    // R^width = 0.75 of each trained block's 4 heads and 32 neurons, whatever the scores.
+    for b in 0..3 {
+        for (kind, units) in [("heads", 3), ("mlp", 24)] {
+            let g = structure.groups.iter().position(|g| g.name == format!("blocks.{b}.{kind}")).unwrap();
+            let member = &structure.groups[g].members[0];
+            let held = s.kept(member.tensor, member.dim).map(<[i64]>::len);
+            assert_eq!(held, Some(units * member.block as usize), "blocks.{b}.{kind}");
+        }
+    }
 }
 
 #[test]

@@ -29,7 +29,9 @@ use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor};
 
 use crate::error::{InvalidKey, Result};
-use crate::learned_width::{WidthBudget, finalize, kept_indices, member_tensor, tensor_factors, unit_params};
+use crate::learned_width::{
+    WidthAllocation, WidthBudget, finalize, kept_indices, member_tensor, tensor_factors, unit_params,
+};
 use crate::structure::Structure;
 
 /// `[trainer] platon`: PLATON's moments and its cubic schedule, as shares of a job's steps.
@@ -225,7 +227,7 @@ impl Platon {
         }
         let device = params[0].device();
         let ratio = Tensor::from_slice(ratios).to_device(device);
-        let (kept, _) = finalize(&self.unit_scores(k), &self.unit_params, &[], &ratio);
+        let (kept, _) = finalize(&self.unit_scores(k), &self.unit_params, &[], &ratio, WidthAllocation::Global);
         let factors = tensor_factors(structure, names, &self.groups, &kept)?;
         tch::no_grad(|| {
             for (mask, new) in self.masks.iter_mut().zip(&kept) {
@@ -288,7 +290,7 @@ mod tests {
     fn moments_and_unit_scores_on_hand_computed_numbers() {
         let structure = structure();
         let names = vec!["fc1.weight".to_string(), "fc1.bias".to_string()];
-        let budget = WidthBudget { ratio: 0.5, learned: vec![0], random: vec![], learn: true };
+        let budget = WidthBudget::new(0.5, vec![0], vec![], true);
         let w = Tensor::from_slice(&[1.0f32, -2.0, 0.5, 0.5, 3.0, 0.0]).reshape([1, 3, 2]);
         let b = Tensor::from_slice(&[1.0f32, 1.0, -1.0]).reshape([1, 3]);
         let mut params = vec![w, b];

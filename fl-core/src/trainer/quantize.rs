@@ -308,7 +308,7 @@ mod tests {
         let fc1 = Tensor::from_slice(&[1.0f32, -1.0, 1.0, 0.5, 0.5, -0.5]).reshape([1, 2, 3]);
         let q = Tensor::ones([1, 4, 3], (Kind::Float, tch::Device::Cpu)) * 0.25;
         let params = [fc1, Tensor::zeros([1, 2], (Kind::Float, tch::Device::Cpu)), q];
-        let budget = WidthBudget { ratio: 0.125, learned: vec![0, 1], random: vec![], learn: true };
+        let budget = WidthBudget::new(0.125, vec![0, 1], vec![], true);
         let cfg = QuantizeConfig::default();
         let quantizer = Quantizer::new(&cfg, &structure(), &budget, &names, &params, &[0.125]).unwrap();
         // 32 · 0.125 = 4 bits: Q_P = 7; fc1's neurons have mean |w| 1 and 0.5 (the bias stays
@@ -351,7 +351,7 @@ mod tests {
             Tensor::zeros([1, 2], (Kind::Float, tch::Device::Cpu)),
             Tensor::ones([1, 4, 3], (Kind::Float, tch::Device::Cpu)),
         ];
-        let budget = WidthBudget { ratio: 0.125, learned: vec![0, 1], random: vec![], learn: true };
+        let budget = WidthBudget::new(0.125, vec![0, 1], vec![], true);
         let cfg = QuantizeConfig { lr: 0.5, max_bits: 8.0, ..QuantizeConfig::default() };
         let mut quantizer = Quantizer::new(&cfg, &structure(), &budget, &names, &params, &[0.25]).unwrap();
         quantizer.ratio = Tensor::from_slice(&[0.125f32]);

@@ -171,7 +171,7 @@ impl WidthMasks {
         });
         let moments = learned.iter().map(|s| (s.zeros_like(), s.zeros_like())).collect();
         let ratio = Tensor::from_slice(ratio).to_kind(Kind::Float).to_device(device);
-        let random_masks = finalize(&[], &[], &random, &ratio).1;
+        let random_masks = finalize(&[], &[], &random, &ratio, budget.allocation).1;
         Ok(WidthMasks {
             cfg: cfg.clone(),
             budget,
@@ -197,7 +197,7 @@ impl WidthMasks {
                     self.step(&schedule, t, cohort, noise)?;
                 }
             }
-            let learned = finalize(&self.learned, &self.unit_params, &[], &self.ratio).0;
+            let learned = finalize(&self.learned, &self.unit_params, &[], &self.ratio, self.budget.allocation).0;
             let masks: Vec<Tensor> =
                 learned.into_iter().chain(self.random_masks.iter().map(Tensor::shallow_clone)).collect();
             let groups: Vec<usize> = self.budget.groups().collect();

@@ -28,12 +28,8 @@ impl MaskPolicy for OwnWidth {
         let ratio = self.cfg.ratio(ctx.client, ctx.profiles);
         let counts = self.cfg.kept_counts("own-width", ctx.structure, ratio)?;
         let whole = ctx.structure.mask_from_units(&vec![None; ctx.structure.groups.len()])?;
-        let budget = WidthBudget {
-            ratio,
-            learned: (0..counts.len()).filter(|&g| counts[g].is_some()).collect(),
-            random: Vec::new(),
-            learn: true,
-        };
+        let learned = (0..counts.len()).filter(|&g| counts[g].is_some()).collect();
+        let budget = WidthBudget::new(ratio, learned, Vec::new(), true);
         match whole {
             Mask::Structured(mask) if ratio < 1.0 && !budget.learned.is_empty() => {
                 Ok(Mask::Structured(mask.with_width_budget(budget)))
@@ -68,10 +64,7 @@ mod tests {
             slow.kept_params(&structure.shapes()),
             structure.shapes().iter().map(|s| s.iter().product::<i64>()).sum::<i64>()
         );
-        assert_eq!(
-            slow.width_budget(),
-            Some(&WidthBudget { ratio: 0.25, learned: vec![1], random: vec![], learn: true })
-        );
+        assert_eq!(slow.width_budget(), Some(&WidthBudget::new(0.25, vec![1], vec![], true)));
         // The fastest client keeps everything: no budget at all.
         let fast = with_ctx(&structure, &speeds, 0, 3, |ctx| policy.mask(ctx)).unwrap();
         assert!(fast.is_full() && fast.width_budget().is_none());
