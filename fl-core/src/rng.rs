@@ -4,8 +4,9 @@
 //! partitioner) gets its own stream derived from the run seed and a tag path, so results do
 //! not depend on how many workers run or in which order jobs finish. libtorch's global
 //! generator is never used: it is shared between threads. Tensor noise (dropout) comes from
-//! [`TensorNoise`], a counter-based hash evaluated with tensor ops on the compute device; a
-//! cohort of clients draws from each client's own stream at once with [`CohortNoise`].
+//! [`TensorNoise`], a counter-based hash evaluated with tensor ops on the compute device (by a
+//! plain loop on CPU, giving the same numbers); a cohort of clients draws from each client's
+//! own stream at once with [`CohortNoise`].
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -90,9 +91,9 @@ impl TensorNoise {
 
     /// Uniform floats in [0, 1) of the given shape on `device`.
     pub fn uniform(&mut self, shape: &[i64], device: Device) -> Tensor {
-        let key = Tensor::from_slice(&[self.key(0)]).to_device(device);
+        let key = self.key(0);
         self.draws += 1;
-        keyed_uniform(&key, shape.iter().product(), device).reshape(shape)
+        keyed_noise(&[key], shape.iter().product(), device).reshape(shape)
     }
 }
 
@@ -137,9 +138,9 @@ struct NoiseBlock {
 /// Most draws computed at once.
 const BLOCK_DRAWS: i64 = 64;
 
-/// Most elements of a block: on CPU the hash's int64 temporaries must stay in cache (measured
-/// on the kdd23 MNIST cell, 2 cores: 2^15 elements a few percent faster than one draw at a
-/// time, 2^24 about 35% slower); on CUDA what counts is the number of launches.
+/// Most elements of a block: on CPU a block should stay in cache (measured on the kdd23 MNIST
+/// cell, 2 cores, when the hash ran as tensor ops: 2^15 elements a few percent faster than one
+/// draw at a time, 2^24 about 35% slower); on CUDA what counts is the number of launches.
 fn block_elements(device: Device) -> i64 {
     if device.is_cuda() { 1 << 24 } else { 1 << 15 }
 }
@@ -201,8 +202,8 @@ impl CohortNoise {
         let (clients, width) = (self.streams.len() as i64, self.widest);
         let len = (block_elements(self.device) / (clients * width)).clamp(1, BLOCK_DRAWS) as u64;
         let keys: Vec<i32> = (first..first + len).flat_map(|d| self.streams.iter().map(move |s| s.key(d))).collect();
-        let keys = Tensor::from_slice(&keys).reshape([len as i64, clients, 1]).to_device(self.device);
-        NoiseBlock { first, len, width, values: keyed_uniform(&keys, width, self.device) }
+        let values = keyed_noise(&keys, width, self.device).reshape([len as i64, clients, width]);
+        NoiseBlock { first, len, width, values }
     }
 
     /// A keep-mask of shape `[k, ...]` with probability `1 - p`, scaled by `1 / (1 - p)`
@@ -211,6 +212,41 @@ impl CohortNoise {
         let keep = self.uniform(shape).ge(p).to_kind(Kind::Float);
         keep * (1.0 / (1.0 - p))
     }
+}
+
+/// `n` uniform floats in [0, 1) per key, `[keys.len(), n]` on `device`: [`keyed_uniform`]'s
+/// numbers. On CPU they are computed by a plain loop on the host (the same hash, tested bit for
+/// bit against the tensor form): the tensor form's two dozen small ops cost more to dispatch
+/// than to run, about an eighth of a small MLP's step on the kdd23 cell.
+fn keyed_noise(keys: &[i32], n: i64, device: Device) -> Tensor {
+    if device == Device::Cpu {
+        let width = usize::try_from(n).expect("a draw has a non-negative size");
+        let mut values = vec![0f32; keys.len() * width];
+        for (row, &key) in values.chunks_exact_mut(width.max(1)).zip(keys) {
+            let key = key as u32;
+            for (i, v) in row.iter_mut().enumerate() {
+                *v = unit_float(lowbias32(lowbias32(i as u32 ^ key) ^ key));
+            }
+        }
+        return Tensor::from_slice(&values).reshape([keys.len() as i64, n]);
+    }
+    let keys = Tensor::from_slice(keys).reshape([-1, 1]).to_device(device);
+    keyed_uniform(&keys, n, device)
+}
+
+/// Chris Wellons' lowbias32 hash.
+fn lowbias32(mut x: u32) -> u32 {
+    x ^= x >> 16;
+    x = x.wrapping_mul(0x7feb_352d);
+    x ^= x >> 15;
+    x = x.wrapping_mul(0x846c_a68b);
+    x ^ (x >> 16)
+}
+
+/// A 32-bit hash as a float in [0, 1): the unsigned value rounded to the nearest float, over
+/// 2^32 (exact), as the tensor form computes it.
+fn unit_float(h: u32) -> f32 {
+    (h as f32) * (1.0 / 4_294_967_296.0)
 }
 
 /// `n` uniform floats in [0, 1) per key: `keys` is int32 `[..., 1]` (or `[1]`), the result `[..., n]`
@@ -245,14 +281,6 @@ fn hash32(x: &Tensor) -> Tensor {
 mod tests {
     use super::*;
 
-    fn lowbias32(mut x: u32) -> u32 {
-        x ^= x >> 16;
-        x = x.wrapping_mul(0x7feb_352d);
-        x ^= x >> 15;
-        x = x.wrapping_mul(0x846c_a68b);
-        x ^ (x >> 16)
-    }
-
     /// Edge values, then pseudo-random 32-bit values: more than a vector register's worth, so
     /// both the vectorised loop and its scalar tail run.
     fn words() -> Vec<u32> {
@@ -280,6 +308,22 @@ mod tests {
                 let h = lowbias32(lowbias32(i as u32 ^ key) ^ key);
                 assert_eq!(u.to_bits(), ((h as f32) * (1.0 / 4_294_967_296.0)).to_bits(), "key {key}, i {i}");
             }
+        }
+    }
+
+    #[test]
+    fn host_noise_is_the_tensor_noise_bit_for_bit() {
+        // The CPU loop and the tensor ops other devices run give the same floats, rows of keys
+        // of every kind included (zero width, one element, rows longer than a vector register).
+        let keys: Vec<i32> = words().into_iter().step_by(41).map(|k| k as i32).collect();
+        for n in [0, 1, 7, 1000] {
+            let host = keyed_noise(&keys, n, Device::Cpu);
+            let tensor = keyed_uniform(&Tensor::from_slice(&keys).reshape([-1, 1]), n, Device::Cpu);
+            assert_eq!(host.size(), [keys.len() as i64, n]);
+            let (host, tensor): (Vec<f32>, Vec<f32>) =
+                (Vec::try_from(&host.flatten(0, -1)).unwrap(), Vec::try_from(&tensor.flatten(0, -1)).unwrap());
+            assert!(host.iter().zip(&tensor).all(|(a, b)| a.to_bits() == b.to_bits()), "width {n}");
+            assert_eq!(host.len(), tensor.len());
         }
     }
 
