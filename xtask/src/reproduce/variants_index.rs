@@ -42,7 +42,8 @@ fn render(grid: &Grid, reports_dir: &Path) -> Result<String> {
     md.push_str(
         "\n## Reports\n\nEach report made with variants, against the scale's own report: the seed sets it has, \
          the accuracy cells within the paper's tolerance (scale → variants, over the cells both ran), and the \
-         cells that moved by at least 1 point (seed-1 best accuracy, %).\n\n\
+         cells that moved by at least 1 point (best accuracy, %: seed 1's, or the mean over the first seed set \
+         where a report has no seed-1 report of its own; the scale's at seed 1).\n\n\
          | Report | Seeds | Within tolerance | Moved cells |\n|---|---|---|---|\n",
     );
     let dir = reports_dir.join("variants");
@@ -50,18 +51,19 @@ fn render(grid: &Grid, reports_dir: &Path) -> Result<String> {
         .into_iter()
         .flatten()
         .flatten()
-        .filter(|e| e.path().join("results.json").is_file())
         .filter_map(|e| e.file_name().to_str().map(str::to_string))
         .collect();
     labels.sort();
     for label in labels {
         let Some(scale) = grid.scales.keys().find(|s| label.starts_with(&format!("{s}-"))) else { continue };
+        let Some((shown, sets)) = shown_report(&dir.join(&label)) else { continue };
         let base = read_cells(&reports_dir.join(scale).join("results.json"))?;
-        let ours = read_cells(&dir.join(&label).join("results.json"))?;
+        let ours = read_cells(&dir.join(&label).join(&shown).join("results.json"))?;
         let _ = writeln!(
             md,
-            "| [`{label}`](variants/{label}/summary.md) | {} | {} | {} |",
-            seed_sets(&dir.join(&label)),
+            "| [`{label}`](variants/{label}/{}summary.md) | {} | {} | {} |",
+            if shown.is_empty() { String::new() } else { format!("{shown}/") },
+            sets.join("; "),
             within(&base, &ours),
             moved(&base, &ours)
         );
@@ -115,11 +117,17 @@ fn metric_words(metric: &str) -> &str {
     }
 }
 
-/// `1; 1-2-3`: the seed sets a report directory holds (seed 1 alone is its own results).
-fn seed_sets(dir: &Path) -> String {
-    let mut sets = vec!["1".to_string()];
-    sets.extend(super::paper_index::seed_sets(dir));
-    sets.join("; ")
+/// The report a variant's directory is indexed by, relative to it (`""`: its seed-1 report,
+/// else `seeds-…`, its first seed set), and the seed sets it holds (`1`, `1-2`, …); none for a
+/// directory without any report.
+fn shown_report(dir: &Path) -> Option<(String, Vec<String>)> {
+    let seed_one = dir.join("results.json").is_file();
+    let sets: Vec<String> = super::paper_index::seed_sets(dir)
+        .into_iter()
+        .filter(|set| dir.join(format!("seeds-{set}")).join("results.json").is_file())
+        .collect();
+    let shown = if seed_one { String::new() } else { format!("seeds-{}", sets.first()?) };
+    Some((shown, seed_one.then(|| "1".to_string()).into_iter().chain(sets).collect()))
 }
 
 /// `scale → variants of both`: cells within tolerance over the cells both reports ran.
@@ -201,6 +209,14 @@ mod tests {
             std::fs::write(tmp.path().join(dir).join("results.json"), cells).unwrap();
         }
         std::fs::create_dir_all(tmp.path().join("variants/full-v/seeds-1-2")).unwrap();
+        std::fs::write(tmp.path().join("variants/full-v/seeds-1-2/results.json"), results(&[("a0.1", 87.0, true)]))
+            .unwrap();
+        // A report made at two seeds only is indexed by its seed set's report.
+        std::fs::create_dir_all(tmp.path().join("variants/full-w/seeds-1-2")).unwrap();
+        std::fs::write(tmp.path().join("variants/full-w/seeds-1-2/results.json"), results(&[("a0.5", 93.5, true)]))
+            .unwrap();
+        // Nor a directory without a report.
+        std::fs::create_dir_all(tmp.path().join("variants/full-x/seeds-1-2")).unwrap();
         write(&grid, tmp.path()).unwrap();
         let md = std::fs::read_to_string(tmp.path().join("variants.md")).unwrap();
         assert!(md.contains("| `v` | the code's data | the offset is the data | confirmed |"), "{md}");
@@ -211,6 +227,13 @@ mod tests {
             ),
             "{md}"
         );
+        assert!(
+            md.contains(
+                "| [`full-w`](variants/full-w/seeds-1-2/summary.md) | 1-2 | 1 → 1 of 1 | 1: A L m a0.5: 95.0 → 93.5 |"
+            ),
+            "{md}"
+        );
+        assert!(!md.contains("full-x"), "{md}");
     }
 
     #[test]
