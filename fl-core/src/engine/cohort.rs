@@ -14,7 +14,8 @@
 //! the configuration, the seed and the batching mode. (A client's result may differ in its last
 //! bits between cohorts of different sizes: libtorch computes a batch of one with other
 //! kernels.) With batching off (the default on CPU, see [`Batching`]), or a trainer that
-//! cannot batch, every job is a cohort of one and trains as soon as it is dispatched.
+//! cannot batch, every job is a cohort of one and trains as soon as the event that dispatched it
+//! is handled. Cohorts start the largest first, whatever their dispatch order.
 
 use std::sync::{Arc, Mutex};
 
@@ -37,7 +38,7 @@ pub enum Batching {
     Auto,
     /// Cohorts wherever the trainer can batch, on any device.
     On,
-    /// Every job alone (a cohort of one), started as soon as it is dispatched.
+    /// Every job alone (a cohort of one), started once the event that dispatched it is handled.
     Off,
 }
 

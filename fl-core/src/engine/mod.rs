@@ -324,6 +324,11 @@ impl Simulation {
             self.scheduler.on_start(&mut Host { world: &mut self.world, observer })?;
         }
         while !self.world.stopped {
+            // Jobs that train alone start once the event that dispatched them is handled, all
+            // together, so that the largest start first.
+            if self.world.cohort_cap == 1 {
+                self.world.flush();
+            }
             self.checkpoint(observer)?;
             for note in self.world.unsaid.drain(..) {
                 observer.on_note(&note);

@@ -395,7 +395,8 @@ impl World {
                 work,
             },
         );
-        if self.deferred.len() >= self.cohort_cap {
+        // Jobs alone wait for the end of the event that dispatched them (see `flush`).
+        if self.cohort_cap > 1 && self.deferred.len() >= self.cohort_cap {
             self.flush();
         }
         self.bytes_down += bytes + cost.relay_bytes;
@@ -527,12 +528,19 @@ impl World {
         }
     }
 
-    /// Starts training every deferred job, in cohorts (see [`cohort`]).
+    /// Starts training every deferred job, in cohorts (see [`cohort`]), the cohort with the
+    /// most samples first: the workers then finish a burst of jobs together instead of one
+    /// waiting on a large job started last. What a cohort computes does not depend on when it
+    /// starts; a pack keeps dispatch order, which decides what its runs stack together.
     pub(super) fn flush(&mut self) {
         let deferred = std::mem::take(&mut self.deferred);
         let signatures: Vec<(u64, _)> = deferred.iter().map(|(id, j)| (*id, j.signature())).collect();
-        let cohorts = cohort::cohorts(signatures.iter().map(|(id, s)| (*id, s)), self.cohort_cap);
+        let mut cohorts = cohort::cohorts(signatures.iter().map(|(id, s)| (*id, s)), self.cohort_cap);
         let mut jobs: BTreeMap<u64, TrainJob> = deferred.into_iter().collect();
+        if self.pack.is_none() {
+            let samples = |ids: &Vec<u64>| ids.iter().map(|id| jobs[id].indices.size()[0]).max().unwrap_or(0);
+            cohorts.sort_by_cached_key(|ids| std::cmp::Reverse(samples(ids)));
+        }
         for ids in cohorts {
             let members: Vec<TrainJob> =
                 ids.iter().map(|id| jobs.remove(id).expect("each deferred job once")).collect();
