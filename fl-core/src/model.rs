@@ -244,18 +244,8 @@ pub trait Model: Send + Sync {
 
 /// `x Wᵀ + b` per client: `x` `[C, B, in]`, `w` `[C, out, in]`, `b` `[C, out]` → `[C, B, out]`,
 /// as one batched matrix product.
-///
-/// With fewer rows than inputs (small batches into wide layers) it is computed as `(W xᵀ)ᵀ`:
-/// the weight's gradient then comes out in the weight's own layout, where `x Wᵀ` gives its
-/// transpose, which the update would copy, a whole weight per client and step. Otherwise the
-/// output's layout matters more, and `x Wᵀ` keeps it contiguous.
 pub fn linear(x: &Tensor, w: &Tensor, b: &Tensor) -> Tensor {
-    let size = x.size();
-    if size[1] < size[2] {
-        b.unsqueeze(2).baddbmm(w, &x.transpose(1, 2), 1, 1).transpose(1, 2)
-    } else {
-        b.unsqueeze(1).baddbmm(x, &w.transpose(1, 2), 1, 1)
-    }
+    b.unsqueeze(1).baddbmm(x, &w.transpose(1, 2), 1, 1)
 }
 
 /// Forward FLOPs per sample of one weight (rank ≥ 2) or bias (rank 1) tensor applied at

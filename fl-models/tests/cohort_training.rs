@@ -146,7 +146,12 @@ impl Case {
             let start = job.params.deep_clone();
             let want = sgd.train(job).unwrap();
             assert_eq!(got.steps, want.steps);
-            assert!((got.mean_loss - want.mean_loss).abs() <= 1e-5 * want.mean_loss.abs().max(1.0));
+            assert!(
+                (got.mean_loss - want.mean_loss).abs() <= 1e-5 * want.mean_loss.abs().max(1.0),
+                "loss {} vs {}",
+                got.mean_loss,
+                want.mean_loss
+            );
             for ((name, a), (b, s)) in got.params.iter().zip(want.params.tensors().iter().zip(start.tensors())) {
                 assert_eq!(a.size(), b.size());
                 assert!(!a.equal(s), "`{name}` did not move");
