@@ -15,7 +15,7 @@
 //! bits between cohorts of different sizes: libtorch computes a batch of one with other
 //! kernels.) With batching off (the default on CPU, see [`Batching`]), or a trainer that
 //! cannot batch, every job is a cohort of one and trains as soon as the event that dispatched it
-//! is handled. Cohorts start the largest first, whatever their dispatch order.
+//! is handled. Outside a pack, cohorts start the largest first, whatever their dispatch order.
 
 use std::sync::{Arc, Mutex};
 
