@@ -215,7 +215,7 @@ mod tests {
         std::fs::create_dir_all(tmp.path().join("variants/full-w/seeds-1-2")).unwrap();
         std::fs::write(tmp.path().join("variants/full-w/seeds-1-2/results.json"), results(&[("a0.5", 93.5, true)]))
             .unwrap();
-        // Nor a directory without a report.
+        // A directory without any report is not listed.
         std::fs::create_dir_all(tmp.path().join("variants/full-x/seeds-1-2")).unwrap();
         write(&grid, tmp.path()).unwrap();
         let md = std::fs::read_to_string(tmp.path().join("variants.md")).unwrap();
