@@ -174,15 +174,9 @@ impl CohortNoise {
     /// Uniform floats in [0, 1) of shape `[k, ...]`: row `c` from client `c`'s stream, for
     /// the first `k = shape[0]` clients.
     pub fn uniform(&mut self, shape: &[i64]) -> Tensor {
-        let k = shape[0];
-        assert!(
-            k >= 1 && k as usize <= self.streams.len(),
-            "cohort noise: {k} clients asked for, the cohort has {}",
-            self.streams.len()
-        );
+        let (k, n) = self.clients_and_width(shape);
         let draw = self.draws;
         self.draws += 1;
-        let n: i64 = shape[1..].iter().product();
         if let Some(d) = &mut self.on_device {
             let keys = d.keys.index_select(0, &d.next).squeeze_dim(0).narrow(0, 0, k);
             let _ = d.next.g_add_scalar_(1);
@@ -209,8 +203,31 @@ impl CohortNoise {
     /// A keep-mask of shape `[k, ...]` with probability `1 - p`, scaled by `1 / (1 - p)`
     /// (inverted dropout).
     pub fn dropout_mask(&mut self, shape: &[i64], p: f64) -> Tensor {
+        let scale = 1.0 / (1.0 - p);
+        if self.device == Device::Cpu && self.on_device.is_none() {
+            // One host pass from hash to scaled mask instead of five small tensor ops: the
+            // same floats, since the tensor form compares and scales in float32 too.
+            let (k, n) = self.clients_and_width(shape);
+            let draw = self.draws;
+            self.draws += 1;
+            let keys: Vec<i32> = self.streams[..k as usize].iter().map(|s| s.key(draw)).collect();
+            let (p, scale) = (p as f32, scale as f32);
+            let mask = host_noise(&keys, n, |u| if u >= p { scale } else { 0.0 });
+            return Tensor::from_slice(&mask).reshape(shape);
+        }
         let keep = self.uniform(shape).ge(p).to_kind(Kind::Float);
-        keep * (1.0 / (1.0 - p))
+        keep * scale
+    }
+
+    /// `[k, ...]`'s `k` (checked against the cohort) and the elements per client.
+    fn clients_and_width(&self, shape: &[i64]) -> (i64, i64) {
+        let k = shape[0];
+        assert!(
+            k >= 1 && k as usize <= self.streams.len(),
+            "cohort noise: {k} clients asked for, the cohort has {}",
+            self.streams.len()
+        );
+        (k, shape[1..].iter().product())
     }
 }
 
@@ -220,18 +237,23 @@ impl CohortNoise {
 /// than to run, about an eighth of a small MLP's step on the kdd23 cell.
 fn keyed_noise(keys: &[i32], n: i64, device: Device) -> Tensor {
     if device == Device::Cpu {
-        let width = usize::try_from(n).expect("a draw has a non-negative size");
-        let mut values = vec![0f32; keys.len() * width];
-        for (row, &key) in values.chunks_exact_mut(width.max(1)).zip(keys) {
-            let key = key as u32;
-            for (i, v) in row.iter_mut().enumerate() {
-                *v = unit_float(lowbias32(lowbias32(i as u32 ^ key) ^ key));
-            }
-        }
-        return Tensor::from_slice(&values).reshape([keys.len() as i64, n]);
+        return Tensor::from_slice(&host_noise(keys, n, |u| u)).reshape([keys.len() as i64, n]);
     }
     let keys = Tensor::from_slice(keys).reshape([-1, 1]).to_device(device);
     keyed_uniform(&keys, n, device)
+}
+
+/// [`keyed_noise`]'s numbers on the host, row after row, each passed through `f`.
+fn host_noise(keys: &[i32], n: i64, f: impl Fn(f32) -> f32) -> Vec<f32> {
+    let width = usize::try_from(n).expect("a draw has a non-negative size");
+    let mut values = vec![0f32; keys.len() * width];
+    for (row, &key) in values.chunks_exact_mut(width.max(1)).zip(keys) {
+        let key = key as u32;
+        for (i, v) in row.iter_mut().enumerate() {
+            *v = f(unit_float(lowbias32(lowbias32(i as u32 ^ key) ^ key)));
+        }
+    }
+    values
 }
 
 /// Chris Wellons' lowbias32 hash.
@@ -366,6 +388,33 @@ mod tests {
             assert_eq!(got.size(), shape);
             for (c, &seed) in seeds.iter().enumerate().take(k as usize) {
                 assert!(got.get(c as i64).equal(&lone(seed, &shape[1..], draw)), "draw {draw}, client {c}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_host_dropout_mask_is_the_tensor_formulas_mask() {
+        // The CPU mask (one host pass) against the tensor form, `(u >= p) * 1/(1 - p)` in
+        // float32 on the same clients' draws: bit for bit, for rates whose float32 rounding
+        // matters (1/3, 0.1) and for draws mixed with plain uniform draws and fewer clients.
+        let streams = || [3, 8, 6].iter().map(|&s| TensorNoise::new(s)).collect::<Vec<_>>();
+        for p in [0.5, 0.1, 1.0 / 3.0, 0.9] {
+            let (mut host, mut tensor) =
+                (CohortNoise::new(streams(), Device::Cpu), CohortNoise::new(streams(), Device::Cpu));
+            for draw in 0..7 {
+                let shape = if draw % 2 == 0 { [3, 4, 300] } else { [2, 1, 9] };
+                if draw == 3 {
+                    assert!(host.uniform(&shape).equal(&tensor.uniform(&shape)));
+                    continue;
+                }
+                let got = host.dropout_mask(&shape, p);
+                let want = tensor.uniform(&shape).ge(p).to_kind(Kind::Float) * (1.0 / (1.0 - p));
+                assert_eq!(got.size(), shape);
+                let (got, want): (Vec<f32>, Vec<f32>) =
+                    (Vec::try_from(&got.flatten(0, -1)).unwrap(), Vec::try_from(&want.flatten(0, -1)).unwrap());
+                assert!(got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()), "p {p}, draw {draw}");
+                let kept = got.iter().filter(|&&v| v > 0.0).count() as f64 / got.len() as f64;
+                assert!(got.len() < 100 || (kept - (1.0 - p)).abs() < 0.06, "p {p}: kept {kept}");
             }
         }
     }
