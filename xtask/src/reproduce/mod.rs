@@ -22,6 +22,7 @@
 //! job array into DIR (see `slurm`), to submit with `sbatch DIR/job.sbatch`; the same command
 //! with `--report-only` then collects the runs finished on the cluster, recording them too.
 
+mod figure_gaps;
 mod figures;
 mod grid;
 mod outcome;

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use serde_json::json;
 
+use super::figure_gaps::{FigureGaps, figure_gaps, gaps_in_words};
 use super::grid::Grid;
 use super::outcome::Outcome;
 use super::report::{self, Expected, Findings, Notes, Results, Score, Verdict};
@@ -68,7 +69,7 @@ pub fn write_report(grid: &Grid, expected: &Expected, results: &Results, o: &Opt
     summary.push_str(&report::render_verdicts("Checks", &checks));
     summary.push('\n');
     summary.push_str(&report::render_verdicts("Orderings (the shape of the paper's results)", &orderings));
-    summary.push_str(&files_markdown(expected, &figures));
+    summary.push_str(&files_markdown(expected, &figures, &figure_gaps(grid, results)));
     summary.push_str(&scores_markdown(&tables.scores));
     std::fs::write(dir.join("summary.md"), &summary)
         .with_context(|| format!("writing {}", dir.join("summary.md").display()))?;
@@ -126,8 +127,9 @@ fn missing_markdown(results: &Results) -> String {
     md
 }
 
-/// Links to the tables and the figures, shown inline.
-fn files_markdown(expected: &Expected, figures: &[(String, PathBuf)]) -> String {
+/// Links to the tables and the figures, shown inline, each drawn figure with the panels it
+/// lacks and why; then the figures with no panel at all, and why.
+fn files_markdown(expected: &Expected, figures: &[(String, PathBuf)], gaps: &[FigureGaps]) -> String {
     let mut md = "\n## Files\n\n".to_string();
     for table in &expected.tables {
         let _ = writeln!(md, "- [{}]({}.md)", table.title, table.id);
@@ -135,6 +137,12 @@ fn files_markdown(expected: &Expected, figures: &[(String, PathBuf)]) -> String 
     for (title, file) in figures {
         let name = file.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
         let _ = writeln!(md, "- {title}\n\n  ![{title}]({name})");
+        if let Some(g) = gaps.iter().find(|g| &g.title == title) {
+            let _ = writeln!(md, "\n  Panels not drawn: {}.", gaps_in_words(&g.gaps));
+        }
+    }
+    for g in gaps.iter().filter(|g| !figures.iter().any(|(title, _)| title == &g.title)) {
+        let _ = writeln!(md, "- {}: not drawn: {}.", g.title, gaps_in_words(&g.gaps));
     }
     md
 }

@@ -1,0 +1,181 @@
+//! The panels of the paper's figures that a report cannot draw, and why: their dataset is not
+//! on the machine, their setting is not run at this scale, or none of their runs has finished.
+//! The report names each of them instead of leaving the panel, or the whole figure, out.
+
+use std::fmt::Write as _;
+
+use super::figures::resolve_setting;
+use super::grid::{Grid, PanelSpec, SettingRef, group};
+use super::report::Results;
+
+/// A panel's dataset and setting, in words (`CIFAR-10`, `lenet`).
+pub type Place = (String, String);
+
+/// One figure's panels without a curve, grouped by reason.
+#[derive(Debug, PartialEq)]
+pub struct FigureGaps {
+    pub title: String,
+    /// Each reason (`needs CIFAR-10`) with the places it leaves blank, (dataset, setting) in
+    /// words, in the figure's order, each place once.
+    pub gaps: Vec<(String, Vec<Place>)>,
+}
+
+/// The gaps of every figure and trace figure of `grid` that has any.
+pub fn figure_gaps(grid: &Grid, results: &Results) -> Vec<FigureGaps> {
+    let figures = grid.figures.iter().map(|f| (&f.title, &f.panels));
+    let traces = grid.traces.iter().map(|f| (&f.title, &f.panels));
+    figures
+        .chain(traces)
+        .map(|(title, panels)| {
+            let mut gaps: Vec<(String, Vec<Place>)> = Vec::new();
+            for spec in panels {
+                let Some((reason, place)) = panel_gap(grid, results, spec) else { continue };
+                match gaps.iter_mut().find(|(r, _)| *r == reason) {
+                    Some((_, places)) if places.contains(&place) => {}
+                    Some((_, places)) => places.push(place),
+                    None => gaps.push((reason, vec![place])),
+                }
+            }
+            FigureGaps { title: title.clone(), gaps }
+        })
+        .filter(|f| !f.gaps.is_empty())
+        .collect()
+}
+
+/// Why `spec`'s panel has no curve, and the panel's place in words; `None` when it has one.
+fn panel_gap(grid: &Grid, results: &Results, spec: &PanelSpec) -> Option<(String, Place)> {
+    let wanted = spec.setting.id();
+    let entry = grid.datasets.get(&spec.dataset);
+    let dataset = entry.map_or_else(|| spec.dataset.clone(), |e| e.panel_name(&spec.dataset));
+    let setting = match (&spec.setting, entry) {
+        (SettingRef::Alpha(a), _) => format!("Dirichlet α = {a}"),
+        (SettingRef::Id(id), Some(e)) => e.setting_words(id),
+        (SettingRef::Id(id), None) => id.clone(),
+    };
+    let place = (dataset, setting);
+    if let Some(missing) = results.missing.get(&spec.dataset) {
+        return Some((format!("needs {}", missing.title), place));
+    }
+    let Some(setting) = resolve_setting(results, &spec.dataset, &wanted, &spec.runs) else {
+        return Some((format!("not run at scale `{}`", results.scale), place));
+    };
+    let finished = |id: &String| results.outcomes.get(&format!("{}/{id}", group(&spec.dataset, &setting)));
+    if spec.runs.iter().any(|id| finished(id).is_some_and(|o| !o.is_empty())) {
+        return None;
+    }
+    Some(("no run finished yet".to_string(), place))
+}
+
+/// `needs CIFAR-10 (CIFAR-10: lenet, cnn); needs IMDb (IMDb: textcnn)` for a report's file
+/// list: each reason with its places, the settings of one dataset together.
+pub fn gaps_in_words(gaps: &[(String, Vec<Place>)]) -> String {
+    let mut words = String::new();
+    for (i, (reason, places)) in gaps.iter().enumerate() {
+        let mut datasets: Vec<(&str, Vec<&str>)> = Vec::new();
+        for (dataset, setting) in places {
+            match datasets.iter_mut().find(|(d, _)| d == dataset) {
+                Some((_, settings)) => settings.push(setting),
+                None => datasets.push((dataset, vec![setting])),
+            }
+        }
+        let places: Vec<String> = datasets.iter().map(|(d, s)| format!("{d}: {}", s.join(", "))).collect();
+        let _ = write!(words, "{}{reason} ({})", if i == 0 { "" } else { "; " }, places.join("; "));
+    }
+    words
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::reproduce::grid::PlannedRun;
+    use crate::reproduce::report::MissingData;
+    use crate::reproduce::report::fixtures::{outcome, run};
+
+    fn grid() -> Grid {
+        toml::from_str(
+            r#"
+            paper = "p"
+            title = "P"
+            [datasets.mnist]
+            title = "MNIST"
+            base = "b.toml"
+            settings = [{ id = "mlp", set = {} }, { id = "wide", set = {} }]
+            [datasets.cifar10]
+            title = "CIFAR-10"
+            base = "c.toml"
+            settings = [{ id = "cnn", set = {} }]
+            [[rows]]
+            id = "a"
+            method = "fedavg"
+            [[rows]]
+            id = "b"
+            method = "fedavg"
+            [[figures]]
+            file = "f.png"
+            title = "Fig. 1"
+            metrics = ["accuracy"]
+            panels = [
+                { dataset = "mnist", setting = "mlp", runs = ["a", "b"] },
+                { dataset = "cifar10", setting = "cnn", runs = ["a"] },
+                { dataset = "cifar10", setting = "cnn", runs = ["b"] },
+            ]
+            [[figures]]
+            file = "g.png"
+            title = "Fig. 2"
+            metrics = ["accuracy"]
+            panels = [{ dataset = "mnist", setting = "mlp", runs = ["a"] }]
+            [scales.full]
+            "#,
+        )
+        .expect("test grid parses")
+    }
+
+    fn planned(dataset: &str, setting: &str, id: &str) -> PlannedRun {
+        PlannedRun {
+            key: format!("{}/{id}", group(dataset, setting)),
+            setting: setting.into(),
+            ..run(dataset, 0.1, id)
+        }
+    }
+
+    #[test]
+    fn every_blank_panel_is_named_with_its_reason_and_drawn_figures_are_not_listed() {
+        let place = |d: &str, s: &str| (d.to_string(), s.to_string());
+        let grid = grid();
+        let runs = vec![planned("mnist", "mlp", "a"), planned("mnist", "mlp", "b"), planned("cifar10", "cnn", "a")];
+        let missing = BTreeMap::from([(
+            "cifar10".to_string(),
+            MissingData { title: "CIFAR-10".into(), fetch: "fl data fetch cifar10".into() },
+        )]);
+        let mut results = Results { scale: "full", runs: &runs, outcomes: BTreeMap::new(), missing };
+        // Nothing finished: MNIST's panel waits for its runs, CIFAR-10's two panels (one place)
+        // need the data.
+        let gaps = figure_gaps(&grid, &results);
+        assert_eq!(gaps.len(), 2);
+        assert_eq!(
+            gaps[0].gaps,
+            vec![
+                ("no run finished yet".to_string(), vec![place("MNIST", "mlp")]),
+                ("needs CIFAR-10".to_string(), vec![place("CIFAR-10", "cnn")]),
+            ]
+        );
+        assert_eq!(gaps_in_words(&gaps[0].gaps), "no run finished yet (MNIST: mlp); needs CIFAR-10 (CIFAR-10: cnn)");
+        // One of MNIST's runs finished: its panels are drawn, Fig. 2 has no gap left.
+        results.outcomes.insert("mnist-mlp/a".into(), vec![outcome(0.9, 0.9)]);
+        let gaps = figure_gaps(&grid, &results);
+        assert_eq!(gaps.len(), 1, "{gaps:?}");
+        assert_eq!(gaps[0].title, "Fig. 1");
+        let two = [("needs X".to_string(), vec![place("X", "a"), place("Y", "b"), place("X", "c")])];
+        assert_eq!(gaps_in_words(&two), "needs X (X: a, c; Y: b)");
+        assert_eq!(gaps[0].gaps, vec![("needs CIFAR-10".to_string(), vec![place("CIFAR-10", "cnn")])]);
+        // A scale that runs no CIFAR-10 and whose data is present: not run at this scale.
+        results.missing.clear();
+        let mnist_only = &runs[..2];
+        let results =
+            Results { scale: "smoke", runs: mnist_only, outcomes: results.outcomes, missing: results.missing };
+        let gaps = figure_gaps(&grid, &results);
+        assert_eq!(gaps[0].gaps, vec![("not run at scale `smoke`".to_string(), vec![place("CIFAR-10", "cnn")])]);
+    }
+}
