@@ -14,6 +14,12 @@
 //! trained it, `w ← w + Σ_n γ̃_n Δ_n` with `γ̃` normalised over those clients (Eq. 5 with the
 //! client step η cancelled, as the spec derives); an element nobody trained stays.
 //!
+//! Damping, not in the paper (a variant's option): `w ← w + r Σ_n γ̃_n s(τ_n) Δ_n`, with the
+//! server rate `r` (`rate`, default 1) and each update's staleness weight `s(τ_n)` from the
+//! run's `[staleness]` function (constant 1 by default) applied after the normalisation, so
+//! that a lone update, whose γ̃ is 1 (the asynchronous variant aggregates every arrival alone),
+//! moves the model by `r s(τ) Δ` instead of its whole Δ. The defaults are Eq. 5.
+//!
 //! A tensor two groups index (a hidden layer's weight between two narrowed layers) takes the
 //! segments of its lowest indexed dimension (its output neurons).
 //!
@@ -32,14 +38,28 @@
 //! elements moved.
 
 use fl_core::tch::{Device, Kind, Tensor};
-use fl_core::{AggregateCtx, Aggregator, ClientUpdate, ParamSet, Result, StateIn, StateOut, Structure, Validate};
+use fl_core::{
+    AggregateCtx, Aggregator, ClientUpdate, InvalidKey, ParamSet, Result, StateIn, StateOut, Structure, Validate,
+};
 use serde::{Deserialize, Serialize};
+use smart_default::SmartDefault;
 
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, SmartDefault, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct SegmentImportanceConfig {}
+pub struct SegmentImportanceConfig {
+    /// The server's rate `r` on the weighted mean delta, in (0, 1] (default 1: Eq. 5).
+    #[default(1.0)]
+    pub rate: f64,
+}
 
-impl Validate for SegmentImportanceConfig {}
+impl Validate for SegmentImportanceConfig {
+    fn validate(&self) -> std::result::Result<(), InvalidKey> {
+        if !(self.rate > 0.0 && self.rate <= 1.0) {
+            return Err(InvalidKey::new("rate", format!("expected a value in (0, 1], got {}", self.rate)));
+        }
+        Ok(())
+    }
+}
 
 /// Each element's segment, and the segments' sizes.
 struct Segments {
@@ -99,6 +119,7 @@ impl Segments {
 }
 
 pub struct SegmentImportance {
+    cfg: SegmentImportanceConfig,
     segments: Option<Segments>,
     /// The last aggregation's unit coverage (a scalar tensor, read when diagnostics are).
     coverage: Option<Tensor>,
@@ -111,8 +132,8 @@ pub struct SegmentImportance {
 }
 
 impl SegmentImportance {
-    pub fn new(_cfg: SegmentImportanceConfig) -> Self {
-        SegmentImportance { segments: None, coverage: None, unit_moves: None, version: 0, cycle: 1 }
+    pub fn new(cfg: SegmentImportanceConfig) -> Self {
+        SegmentImportance { cfg, segments: None, coverage: None, unit_moves: None, version: 0, cycle: 1 }
     }
 
     /// The share of the units' elements last moved at a version above `after`.
@@ -130,12 +151,12 @@ impl Aggregator for SegmentImportance {
         let segments = self.segments.get_or_insert_with(|| Segments::new(ctx.structure, &shapes, device));
         let mut num: Vec<Tensor> = global.tensors().iter().map(Tensor::zeros_like).collect();
         let mut den: Vec<Tensor> = global.tensors().iter().map(Tensor::zeros_like).collect();
-        for u in updates {
+        for (u, staleness) in updates.iter().zip(ctx.staleness) {
             let drift: Vec<Tensor> = global.tensors().iter().zip(u.base.tensors()).map(|(g, b)| g - b).collect();
             let gamma = segments.l1(u.delta.tensors()) / (segments.l1(&drift) + &segments.sizes);
             for (i, covered) in u.mask.dense(&shapes, device).into_iter().enumerate() {
                 let weight = gamma.index_select(0, &segments.ids[i]).view(shapes[i].as_slice()) * covered;
-                num[i] = &num[i] + &weight * &u.delta.tensors()[i];
+                num[i] = &num[i] + &weight * &u.delta.tensors()[i] * staleness.weight;
                 den[i] = &den[i] + weight;
             }
         }
@@ -166,7 +187,7 @@ impl Aggregator for SegmentImportance {
             .zip(num.iter().zip(&den))
             .map(|(w, (n, d))| {
                 let trained = d.gt(0.0);
-                w + (n / d.where_self(&trained, &d.ones_like())) * trained.to_kind(Kind::Float)
+                w + (n / d.where_self(&trained, &d.ones_like())) * trained.to_kind(Kind::Float) * self.cfg.rate
             })
             .collect();
         ParamSet::new(global.names().to_vec(), tensors)
@@ -205,7 +226,7 @@ impl Aggregator for SegmentImportance {
 }
 
 fl_core::register!(Aggregator "segment-importance" => SegmentImportance::new(SegmentImportanceConfig),
-    summary: "Co-S²P: each head, neuron or ungrouped tensor moves by its clients' deltas weighted by ‖Δ‖₁ / (‖drift since their start‖₁ + size)",
+    summary: "Co-S²P: each head, neuron or ungrouped tensor moves by its clients' deltas weighted by ‖Δ‖₁ / (‖drift since their start‖₁ + size) (optionally damped by a rate and the staleness weight)",
     paper: "Li et al., Unity is Power (Co-S²P), arXiv:2410.08457, Eqs. 4–5");
 
 #[cfg(test)]
@@ -232,8 +253,14 @@ mod tests {
     /// The aggregation of fresh `updates` on the model of [`structure`], as values, and the
     /// aggregator's unit coverage after it.
     fn aggregate(global: &ParamSet, updates: &[ClientUpdate]) -> (Vec<Vec<f32>>, f64) {
+        damped(global, updates, 1.0, &vec![1.0; updates.len()])
+    }
+
+    /// [`aggregate`] at server rate `rate`, update `n` with staleness weight `weights[n]`.
+    fn damped(global: &ParamSet, updates: &[ClientUpdate], rate: f64, weights: &[f64]) -> (Vec<Vec<f32>>, f64) {
         let s = structure();
-        let staleness = vec![UpdateStaleness { versions: 0, seconds: 0.0, weight: 1.0 }; updates.len()];
+        let staleness: Vec<UpdateStaleness> =
+            weights.iter().map(|&weight| UpdateStaleness { versions: 0, seconds: 0.0, weight }).collect();
         let n = updates.len();
         let ctx = AggregateCtx {
             version: 1,
@@ -243,7 +270,7 @@ mod tests {
             staleness: &staleness,
             structure: Some(&s),
         };
-        let mut aggregator = SegmentImportance::new(SegmentImportanceConfig {});
+        let mut aggregator = SegmentImportance::new(SegmentImportanceConfig { rate });
         assert!(aggregator.diagnostics().is_empty(), "no coverage before an aggregation");
         let next = aggregator.aggregate(global, updates, &ctx).unwrap();
         let coverage = diagnostic(&aggregator, "unit_coverage");
@@ -281,6 +308,44 @@ mod tests {
     }
 
     #[test]
+    fn damping_scales_each_delta_by_its_staleness_weight_after_the_normalisation_and_the_step_by_the_rate() {
+        let shapes: [&[i64]; 2] = [&[2, 3], &[3]];
+        let global = set(&[&[1.0; 6], &[0.0; 3]], &shapes);
+        let delta = || set(&[&[0.4, 0.4, 0.4, -0.2, 0.0, 0.2], &[0.6, 0.0, -0.6]], &shapes);
+        // A lone update: γ̃ = 1 wherever it moved, so it moves by rate · s · Δ = 0.6 · 0.5 · Δ.
+        let lone = update(global.shallow_clone(), delta(), Mask::Full);
+        let (got, _) = damped(&global, &[lone], 0.6, &[0.5]);
+        let want = [vec![1.12, 1.12, 1.12, 0.94, 1.0, 1.06], vec![0.18, 0.0, -0.18]];
+        for (g, w) in got.iter().flatten().zip(want.iter().flatten()) {
+            assert!((g - *w as f32).abs() < 1e-6, "got {got:?}, want {want:?}");
+        }
+        // The two updates of the first test (γ as there), the stale one at s = 0.5, rate 0.5:
+        // row 0: 1 + 0.5·(0.3·0.3 + 0.4·0.6·0.5)/0.7 = 1.15; row 1: 1 + 0.5·(0.3·0.3·0.5)/0.3
+        // = 1.075; b: 0.5·(0.2·0.6)/0.3 = 0.2, 0.5·(0.1·0.3·0.5)/0.3 = 0.025, 0.
+        let fresh = update(
+            global.shallow_clone(),
+            set(&[&[0.3, 0.3, 0.3, 0.0, 0.0, 0.0], &[0.6, 0.0, 0.0]], &shapes),
+            Mask::Full,
+        );
+        let base = set(&[&[0.5, 0.5, 0.5, 1.0, 1.0, 1.0], &[0.0; 3]], &shapes);
+        let stale = update(base, set(&[&[0.6, 0.6, 0.6, 0.3, 0.3, 0.3], &[0.0, 0.3, 0.0]], &shapes), Mask::Full);
+        let (got, _) = damped(&global, &[fresh, stale], 0.5, &[1.0, 0.5]);
+        let want = [vec![1.15, 1.15, 1.15, 1.075, 1.075, 1.075], vec![0.2, 0.025, 0.0]];
+        for (g, w) in got.iter().flatten().zip(want.iter().flatten()) {
+            assert!((g - *w as f32).abs() < 1e-6, "got {got:?}, want {want:?}");
+        }
+    }
+
+    #[test]
+    fn a_rate_outside_zero_to_one_is_refused_by_name() {
+        for rate in [0.0, -0.5, 1.5, f64::NAN] {
+            let err = SegmentImportanceConfig { rate }.validate().unwrap_err();
+            assert_eq!(err.key, "rate", "rate {rate}");
+        }
+        assert!(SegmentImportanceConfig::default().validate().is_ok());
+    }
+
+    #[test]
     fn an_element_outside_every_mask_stays_and_a_lone_trainer_moves_it_fully() {
         let shapes: [&[i64]; 2] = [&[2, 3], &[3]];
         let global = set(&[&[1.0; 6], &[0.0; 3]], &shapes);
@@ -301,7 +366,7 @@ mod tests {
         // `a` in block 2 of a three-block model: a cycle is the last 3 aggregations.
         let mut s = structure();
         s.tensors[0] = s.tensors[0].clone().at(fl_core::Depth::Block(2));
-        let mut aggregator = SegmentImportance::new(SegmentImportanceConfig {});
+        let mut aggregator = SegmentImportance::new(SegmentImportanceConfig::default());
         let mut global = set(&[&[1.0; 6], &[0.0; 3]], &shapes);
         // Aggregations 1 to 4 move unit 0, then unit 1 of `a` (and `b`, not a unit).
         let mut seen = Vec::new();
