@@ -282,29 +282,36 @@ mod tests {
         all.iter().find(|(n, _)| n == name).unwrap_or_else(|| panic!("no {name} in {all:?}")).1
     }
 
+    /// Two updates of the model `a` = 1, `b` = 0. The first is fresh: segments row 0, row 1
+    /// and `b` get γ = |Δ|₁ / size = 0.9/3, 0, 0.6/3. The second started from a model whose row
+    /// 0 has since moved by 0.5 per element (drift 1.5): γ = 1.8/(1.5 + 3) = 0.4, 0.9/3 = 0.3,
+    /// 0.3/3 = 0.1.
+    fn fresh_and_stale(global: &ParamSet) -> [ClientUpdate; 2] {
+        let shapes: [&[i64]; 2] = [&[2, 3], &[3]];
+        let delta = set(&[&[0.3, 0.3, 0.3, 0.0, 0.0, 0.0], &[0.6, 0.0, 0.0]], &shapes);
+        let fresh = update(global.shallow_clone(), delta, Mask::Full);
+        let base = set(&[&[0.5, 0.5, 0.5, 1.0, 1.0, 1.0], &[0.0; 3]], &shapes);
+        let stale = update(base, set(&[&[0.6, 0.6, 0.6, 0.3, 0.3, 0.3], &[0.0, 0.3, 0.0]], &shapes), Mask::Full);
+        [fresh, stale]
+    }
+
+    fn assert_close(got: &[Vec<f32>], want: &[Vec<f64>]) {
+        for (g, w) in got.iter().flatten().zip(want.iter().flatten()) {
+            assert!((g - *w as f32).abs() < 1e-6, "got {got:?}, want {want:?}");
+        }
+    }
+
     #[test]
     fn each_segment_weighs_its_clients_by_update_size_over_drift() {
         let shapes: [&[i64]; 2] = [&[2, 3], &[3]];
         let global = set(&[&[1.0; 6], &[0.0; 3]], &shapes);
-        // Client 1 is fresh: segments row 0, row 1, b get γ = |Δ|₁ / size = 0.9/3, 0, 0.6/3.
-        let fresh = update(
-            global.shallow_clone(),
-            set(&[&[0.3, 0.3, 0.3, 0.0, 0.0, 0.0], &[0.6, 0.0, 0.0]], &shapes),
-            Mask::Full,
-        );
-        // Client 2 started from a model whose row 0 has since moved by 0.5 per element (drift
-        // 1.5): γ = 1.8/(1.5 + 3) = 0.4, 0.9/3 = 0.3, 0.3/3 = 0.1.
-        let base = set(&[&[0.5, 0.5, 0.5, 1.0, 1.0, 1.0], &[0.0; 3]], &shapes);
-        let stale = update(base, set(&[&[0.6, 0.6, 0.6, 0.3, 0.3, 0.3], &[0.0, 0.3, 0.0]], &shapes), Mask::Full);
-        let (got, coverage) = aggregate(&global, &[fresh, stale]);
+        let (got, coverage) = aggregate(&global, &fresh_and_stale(&global));
         assert_eq!(coverage, 1.0, "whole models cover every unit");
         // Row 0: 1 + (0.3·0.3 + 0.4·0.6)/0.7; row 1: 1 + (0.3·0.3)/0.3; b: (0.2·0.6)/0.3,
         // (0.1·0.3)/0.3, 0.
         let row0 = 1.0 + (0.09 + 0.24) / 0.7;
         let want = [vec![row0, row0, row0, 1.3, 1.3, 1.3], vec![0.4, 0.1, 0.0]];
-        for (g, w) in got.iter().flatten().zip(want.iter().flatten()) {
-            assert!((g - *w as f32).abs() < 1e-6, "got {got:?}, want {want:?}");
-        }
+        assert_close(&got, &want);
     }
 
     #[test]
@@ -316,24 +323,13 @@ mod tests {
         let lone = update(global.shallow_clone(), delta(), Mask::Full);
         let (got, _) = damped(&global, &[lone], 0.6, &[0.5]);
         let want = [vec![1.12, 1.12, 1.12, 0.94, 1.0, 1.06], vec![0.18, 0.0, -0.18]];
-        for (g, w) in got.iter().flatten().zip(want.iter().flatten()) {
-            assert!((g - *w as f32).abs() < 1e-6, "got {got:?}, want {want:?}");
-        }
-        // The two updates of the first test (γ as there), the stale one at s = 0.5, rate 0.5:
+        assert_close(&got, &want);
+        // [`fresh_and_stale`], the stale one at s = 0.5, rate 0.5:
         // row 0: 1 + 0.5·(0.3·0.3 + 0.4·0.6·0.5)/0.7 = 1.15; row 1: 1 + 0.5·(0.3·0.3·0.5)/0.3
         // = 1.075; b: 0.5·(0.2·0.6)/0.3 = 0.2, 0.5·(0.1·0.3·0.5)/0.3 = 0.025, 0.
-        let fresh = update(
-            global.shallow_clone(),
-            set(&[&[0.3, 0.3, 0.3, 0.0, 0.0, 0.0], &[0.6, 0.0, 0.0]], &shapes),
-            Mask::Full,
-        );
-        let base = set(&[&[0.5, 0.5, 0.5, 1.0, 1.0, 1.0], &[0.0; 3]], &shapes);
-        let stale = update(base, set(&[&[0.6, 0.6, 0.6, 0.3, 0.3, 0.3], &[0.0, 0.3, 0.0]], &shapes), Mask::Full);
-        let (got, _) = damped(&global, &[fresh, stale], 0.5, &[1.0, 0.5]);
+        let (got, _) = damped(&global, &fresh_and_stale(&global), 0.5, &[1.0, 0.5]);
         let want = [vec![1.15, 1.15, 1.15, 1.075, 1.075, 1.075], vec![0.2, 0.025, 0.0]];
-        for (g, w) in got.iter().flatten().zip(want.iter().flatten()) {
-            assert!((g - *w as f32).abs() < 1e-6, "got {got:?}, want {want:?}");
-        }
+        assert_close(&got, &want);
     }
 
     #[test]
