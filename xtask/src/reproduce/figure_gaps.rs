@@ -1,5 +1,6 @@
 //! The panels of the paper's figures that a report cannot draw, and why: their dataset is not
-//! on the machine, their setting is not run at this scale, or none of their runs has finished.
+//! on the machine, this report does not run their setting (its scale or `--only`), or none of
+//! their runs has finished.
 //! The report names each of them instead of leaving the panel, or the whole figure, out.
 
 use std::fmt::Write as _;
@@ -57,7 +58,7 @@ fn panel_gap(grid: &Grid, results: &Results, spec: &PanelSpec) -> Option<(String
         return Some((format!("needs {}", missing.title), place));
     }
     let Some(setting) = resolve_setting(results, &spec.dataset, &wanted, &spec.runs) else {
-        return Some((format!("not run at scale `{}`", results.scale), place));
+        return Some((format!("not run by this report (its scale `{}` or `--only`)", results.scale), place));
     };
     let finished = |id: &String| results.outcomes.get(&format!("{}/{id}", group(&spec.dataset, &setting)));
     if spec.runs.iter().any(|id| finished(id).is_some_and(|o| !o.is_empty())) {
@@ -176,6 +177,7 @@ mod tests {
         let results =
             Results { scale: "smoke", runs: mnist_only, outcomes: results.outcomes, missing: results.missing };
         let gaps = figure_gaps(&grid, &results);
-        assert_eq!(gaps[0].gaps, vec![("not run at scale `smoke`".to_string(), vec![place("CIFAR-10", "cnn")])]);
+        let not_run = "not run by this report (its scale `smoke` or `--only`)".to_string();
+        assert_eq!(gaps[0].gaps, vec![(not_run, vec![place("CIFAR-10", "cnn")])]);
     }
 }
