@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 
 use super::figures::resolve_setting;
-use super::grid::{Grid, PanelSpec, SettingRef, group};
+use super::grid::{Grid, PanelSpec, group};
 use super::report::Results;
 
 /// A panel's dataset and setting, in words (`CIFAR-10`, `lenet`).
@@ -46,14 +46,7 @@ pub fn figure_gaps(grid: &Grid, results: &Results) -> Vec<FigureGaps> {
 /// Why `spec`'s panel has no curve, and the panel's place in words; `None` when it has one.
 fn panel_gap(grid: &Grid, results: &Results, spec: &PanelSpec) -> Option<(String, Place)> {
     let wanted = spec.setting.id();
-    let entry = grid.datasets.get(&spec.dataset);
-    let dataset = entry.map_or_else(|| spec.dataset.clone(), |e| e.panel_name(&spec.dataset));
-    let setting = match (&spec.setting, entry) {
-        (SettingRef::Alpha(a), _) => format!("Dirichlet α = {a}"),
-        (SettingRef::Id(id), Some(e)) => e.setting_words(id),
-        (SettingRef::Id(id), None) => id.clone(),
-    };
-    let place = (dataset, setting);
+    let place = (grid.panel_name(&spec.dataset), grid.setting_words(&spec.dataset, &wanted));
     if let Some(missing) = results.missing.get(&spec.dataset) {
         return Some((format!("needs {}", missing.title), place));
     }

@@ -84,9 +84,8 @@ fn panels_of(
     let wanted = spec.setting.id();
     let Some(setting) = resolve_setting(results, &spec.dataset, &wanted, &spec.runs) else { return Vec::new() };
     let group = group(&spec.dataset, &setting);
-    let entry = grid.datasets.get(&spec.dataset);
-    let words = |id: &str| entry.map_or_else(|| id.to_string(), |e| e.setting_words(id));
-    let dataset = entry.map_or_else(|| spec.dataset.clone(), |e| e.panel_name(&spec.dataset));
+    let words = |id: &str| grid.setting_words(&spec.dataset, id);
+    let dataset = grid.panel_name(&spec.dataset);
     let note = if setting == wanted { String::new() } else { format!(" (the paper's: {})", words(&wanted)) };
     let place = format!("{dataset}, {}{note}", words(&setting));
     let by_time = figure.x == "time";

@@ -187,13 +187,17 @@ impl DatasetEntry {
         self.alphas.iter().map(|&a| Setting::alpha(a)).chain(self.settings.iter().cloned()).collect()
     }
 
-    /// A setting in words for a figure's title: `Dirichlet α = 0.15` for an α shorthand, its
-    /// coordinates (`β = 0.5, M = 4`) for a named setting that has them, else its id.
+    /// A setting in words for a figure's title: `Dirichlet α = 0.15` for an α shorthand (listed
+    /// or not: a figure may name an α this dataset does not run), its coordinates (`β = 0.5, M =
+    /// 4`) for a named setting that has them, else its id.
     pub fn setting_words(&self, id: &str) -> String {
-        if let Some(a) = self.alphas.iter().find(|&&a| format!("a{a}") == id) {
+        let named = self.settings.iter().find(|s| s.id == id);
+        let listed = self.alphas.iter().any(|&a| format!("a{a}") == id);
+        let alpha = id.strip_prefix('a').and_then(|a| a.parse::<f64>().ok());
+        if let Some(a) = alpha.filter(|_| listed || named.is_none()) {
             return format!("Dirichlet α = {a}");
         }
-        match self.settings.iter().find(|s| s.id == id) {
+        match named {
             Some(s) if !s.coords.is_empty() => {
                 let symbol = |k: &str| match k {
                     "alpha" => "α".to_string(),
@@ -513,6 +517,18 @@ pub fn group(dataset: &str, setting: &str) -> String {
 }
 
 impl Grid {
+    /// A dataset as a figure panel names it ([`DatasetEntry::panel_name`]); its key if the grid
+    /// has no such dataset.
+    pub fn panel_name(&self, dataset: &str) -> String {
+        self.datasets.get(dataset).map_or_else(|| dataset.to_string(), |e| e.panel_name(dataset))
+    }
+
+    /// A setting of `dataset` in words ([`DatasetEntry::setting_words`]); its id if the grid has
+    /// no such dataset.
+    pub fn setting_words(&self, dataset: &str, id: &str) -> String {
+        self.datasets.get(dataset).map_or_else(|| id.to_string(), |e| e.setting_words(id))
+    }
+
     pub fn load(path: &Path) -> Result<Grid> {
         let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         let grid: Grid = toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
@@ -824,6 +840,20 @@ mod tests {
         assert_eq!(entry("title = \"Fashion-MNIST\"").panel_name("fmnist"), "Fashion-MNIST");
         let substituted = entry("title = \"Fashion-MNIST\"\nsubstitution = \"Fashion-MNIST, small ViT\"");
         assert_eq!(substituted.panel_name("fmnist"), "substitution: Fashion-MNIST, small ViT");
+    }
+
+    #[test]
+    fn a_setting_in_words_reads_alphas_listed_or_not_coordinates_or_the_id() {
+        let entry: DatasetEntry = toml::from_str(
+            "base = \"b.toml\"\nalphas = [0.1]\nsettings = [{ id = \"alexnet\", set = {} }, \
+             { id = \"b0.5\", set = {}, coords = { beta = 0.5, M = 4.0 } }]",
+        )
+        .unwrap();
+        assert_eq!(entry.setting_words("a0.1"), "Dirichlet α = 0.1");
+        assert_eq!(entry.setting_words("a0.5"), "Dirichlet α = 0.5", "an α the dataset does not run");
+        assert_eq!(entry.setting_words("alexnet"), "alexnet");
+        assert_eq!(entry.setting_words("b0.5"), "β = 0.5, M = 4");
+        assert_eq!(entry.setting_words("other"), "other");
     }
 
     #[test]

@@ -77,7 +77,7 @@ fn panels(grid: &Grid, table: &PaperTable, cells: &[serde_json::Value]) -> Vec<P
             }));
             let title = match &table.substitution {
                 Some(what) => format!("substitution: {what}"),
-                None => grid.datasets.get(&dataset).map_or_else(|| dataset.clone(), |d| d.panel_name(&dataset)),
+                None => grid.panel_name(&dataset),
             };
             Panel {
                 title: format!("{title}: ours against the paper"),

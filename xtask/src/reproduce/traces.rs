@@ -28,9 +28,8 @@ pub fn write_traces(
             let Some(setting) = resolve_setting(results, &spec.dataset, &spec.setting.id(), &spec.runs) else {
                 continue;
             };
-            let entry = grid.datasets.get(&spec.dataset);
-            let dataset = entry.map_or_else(|| spec.dataset.clone(), |e| e.panel_name(&spec.dataset));
-            let words = entry.map_or_else(|| setting.clone(), |e| e.setting_words(&setting));
+            let dataset = grid.panel_name(&spec.dataset);
+            let words = grid.setting_words(&spec.dataset, &setting);
             let runs: Vec<(&String, &Outcome)> = spec
                 .runs
                 .iter()
