@@ -158,9 +158,21 @@ fn frame<'a, 'b>(
     title: &str,
 ) -> ChartBuilder<'a, 'b, BitMapBackend<'b>> {
     let mut builder = ChartBuilder::on(area);
-    builder.caption(title, (FONT, 22)).margin(16).x_label_area_size(56).y_label_area_size(64);
+    builder.caption(title, (FONT, caption_size(area, title))).margin(16).x_label_area_size(56).y_label_area_size(64);
     builder
 }
+
+/// The caption's font size: [`CAPTION_SIZE`], smaller (down to [`MIN_CAPTION_SIZE`]) where the
+/// title would otherwise run past the panel's edges and be cut.
+fn caption_size(area: &DrawingArea<BitMapBackend<'_>, Shift>, title: &str) -> f64 {
+    let room = f64::from(area.dim_in_pixel().0.saturating_sub(2 * 16));
+    let width = |size: f64| area.estimate_text_size(title, &(FONT, size).into_text_style(area)).map_or(0, |(w, _)| w);
+    let full = f64::from(width(CAPTION_SIZE));
+    if full <= room { CAPTION_SIZE } else { (CAPTION_SIZE * room / full).floor().max(MIN_CAPTION_SIZE) }
+}
+
+const CAPTION_SIZE: f64 = 22.0;
+const MIN_CAPTION_SIZE: f64 = 12.0;
 
 /// Picks the coordinate types for the panel's axis scales; the drawing is the same for all four.
 fn draw_lines(area: &DrawingArea<BitMapBackend<'_>, Shift>, panel: &Panel) -> Result<()> {

@@ -1,12 +1,12 @@
-//! The panels of the paper's figures that a report cannot draw, and why: their dataset is not
-//! on the machine, this report does not run their setting (its scale or `--only`), or none of
-//! their runs has finished.
+//! The panels of the paper's figures (and sweeps) that a report cannot draw, and why: their
+//! dataset is not on the machine, this report does not run their setting (its scale or
+//! `--only`), or none of their runs has finished.
 //! The report names each of them instead of leaving the panel, or the whole figure, out.
 
 use std::fmt::Write as _;
 
-use super::figures::resolve_setting;
-use super::grid::{Grid, PanelSpec, group};
+use super::figures::{resolve_setting, sweep_points};
+use super::grid::{Grid, PanelSpec, Sweep, group};
 use super::report::Results;
 
 /// A panel's dataset and setting, in words (`CIFAR-10`, `lenet`).
@@ -21,16 +21,19 @@ pub struct FigureGaps {
     pub gaps: Vec<(String, Vec<Place>)>,
 }
 
-/// The gaps of every figure and trace figure of `grid` that has any.
+/// The gaps of every figure, trace figure and sweep of `grid` that has any.
 pub fn figure_gaps(grid: &Grid, results: &Results) -> Vec<FigureGaps> {
-    let figures = grid.figures.iter().map(|f| (&f.title, &f.panels));
-    let traces = grid.traces.iter().map(|f| (&f.title, &f.panels));
+    let figures =
+        grid.figures.iter().map(|f| (&f.title, f.panels.iter().filter_map(|p| panel_gap(grid, results, p)).collect()));
+    let traces =
+        grid.traces.iter().map(|f| (&f.title, f.panels.iter().filter_map(|p| panel_gap(grid, results, p)).collect()));
+    let sweeps = grid.sweeps.iter().map(|s| (&s.title, sweep_gaps(grid, results, s)));
     figures
         .chain(traces)
-        .map(|(title, panels)| {
+        .chain(sweeps)
+        .map(|(title, blanks): (&String, Vec<(String, Place)>)| {
             let mut gaps: Vec<(String, Vec<Place>)> = Vec::new();
-            for spec in panels {
-                let Some((reason, place)) = panel_gap(grid, results, spec) else { continue };
+            for (reason, place) in blanks {
                 match gaps.iter_mut().find(|(r, _)| *r == reason) {
                     Some((_, places)) if places.contains(&place) => {}
                     Some((_, places)) => places.push(place),
@@ -41,6 +44,43 @@ pub fn figure_gaps(grid: &Grid, results: &Results) -> Vec<FigureGaps> {
         })
         .filter(|f| !f.gaps.is_empty())
         .collect()
+}
+
+/// The datasets where the grid sweeps `sweep.run` (settings with both coordinates that the row
+/// runs at) but the report has no point to draw, each with its reason; the place's setting is
+/// the sweep's `x` (`mu sweep`).
+fn sweep_gaps(grid: &Grid, results: &Results, sweep: &Sweep) -> Vec<(String, Place)> {
+    let row = grid.rows.iter().find(|r| r.id == sweep.run);
+    let mut gaps = Vec::new();
+    for (dataset, entry) in &grid.datasets {
+        let swept: Vec<String> = entry
+            .all_settings()
+            .into_iter()
+            .filter(|s| s.coords.contains_key(&sweep.x) && s.coords.contains_key(&sweep.series))
+            .filter(|s| row.is_some_and(|r| r.settings.as_ref().is_none_or(|ids| ids.contains(&s.id))))
+            .filter(|_| row.is_some_and(|r| r.datasets.as_ref().is_none_or(|d| d.contains(dataset))))
+            .map(|s| s.id)
+            .collect();
+        let drawn = sweep.metrics.iter().any(|metric| {
+            !sweep_points(&sweep.run, &sweep.x, &sweep.series, dataset, entry, metric, results).is_empty()
+        });
+        if swept.is_empty() || drawn {
+            continue;
+        }
+        let place = (grid.panel_name(dataset), format!("{} sweep", sweep.x));
+        let key = |id: &String| format!("{}/{}", group(dataset, id), sweep.run);
+        let reason = if let Some(missing) = results.missing.get(dataset) {
+            format!("needs {}", missing.title)
+        } else if !swept.iter().any(|id| results.runs.iter().any(|r| r.key == key(id))) {
+            format!("not run by this report (its scale `{}` or `--only`)", results.scale)
+        } else if swept.iter().any(|id| results.outcomes.get(&key(id)).is_some_and(|o| !o.is_empty())) {
+            "no run reached its target".to_string()
+        } else {
+            "no run finished yet".to_string()
+        };
+        gaps.push((reason, place));
+    }
+    gaps
 }
 
 /// Why `spec`'s panel has no curve, and the panel's place in words; `None` when it has one.
@@ -172,5 +212,81 @@ mod tests {
         let gaps = figure_gaps(&grid, &results);
         let not_run = "not run by this report (its scale `smoke` or `--only`)".to_string();
         assert_eq!(gaps[0].gaps, vec![(not_run, vec![place("CIFAR-10", "cnn")])]);
+    }
+
+    #[test]
+    fn a_sweep_without_points_is_named_per_dataset_with_its_reason() {
+        let grid: Grid = toml::from_str(
+            r#"
+            paper = "p"
+            title = "P"
+            [datasets.mnist]
+            title = "MNIST"
+            base = "b.toml"
+            settings = [
+                { id = "s1", coords = { x = 1, y = 1 }, set = {} },
+                { id = "s2", coords = { x = 2, y = 1 }, set = {} },
+                { id = "only-x", coords = { x = 3 }, set = {} },
+            ]
+            [datasets.cifar10]
+            title = "CIFAR-10"
+            base = "c.toml"
+            settings = [{ id = "c1", coords = { x = 1, y = 1 }, set = {} }]
+            [datasets.svhn]
+            title = "SVHN"
+            base = "s.toml"
+            settings = [{ id = "v1", coords = { x = 1, y = 1 }, set = {} }]
+            [[rows]]
+            id = "a"
+            method = "fedavg"
+            settings = ["s1", "s2", "only-x", "c1"]
+            [[sweeps]]
+            file = "acc.png"
+            title = "Accuracy against x"
+            run = "a"
+            x = "x"
+            series = "y"
+            metrics = ["best_accuracy"]
+            [[sweeps]]
+            file = "time.png"
+            title = "Time against x"
+            run = "a"
+            x = "x"
+            series = "y"
+            metrics = ["time_to_target"]
+            [scales.full]
+            "#,
+        )
+        .expect("test grid parses");
+        let place = |d: &str| (d.to_string(), "x sweep".to_string());
+        let runs = vec![planned("mnist", "s1", "a"), planned("mnist", "s2", "a"), planned("cifar10", "c1", "a")];
+        let missing = BTreeMap::from([(
+            "cifar10".to_string(),
+            MissingData { title: "CIFAR-10".into(), fetch: "fl data fetch cifar10".into() },
+        )]);
+        let mut results = Results { scale: "full", runs: &runs, outcomes: BTreeMap::new(), missing };
+        // In the datasets' key order; SVHN's setting is swept by no row: no gap there.
+        let waiting = vec![
+            ("needs CIFAR-10".to_string(), vec![place("CIFAR-10")]),
+            ("no run finished yet".to_string(), vec![place("MNIST")]),
+        ];
+        let gaps = figure_gaps(&grid, &results);
+        assert_eq!(gaps.iter().map(|g| g.title.as_str()).collect::<Vec<_>>(), ["Accuracy against x", "Time against x"]);
+        assert_eq!(gaps[0].gaps, waiting);
+        assert_eq!(gaps[1].gaps, waiting);
+        // One MNIST run finished without reaching its target: the accuracy sweep has its point,
+        // the time sweep none.
+        results.outcomes.insert("mnist-s1/a".into(), vec![outcome(0.9, 0.9)]);
+        let gaps = figure_gaps(&grid, &results);
+        let needs_cifar = ("needs CIFAR-10".to_string(), vec![place("CIFAR-10")]);
+        assert_eq!(gaps[0].gaps, vec![needs_cifar.clone()]);
+        assert_eq!(gaps[1].gaps, vec![needs_cifar, ("no run reached its target".to_string(), vec![place("MNIST")])]);
+        // A report that plans no MNIST run of the sweep.
+        let results = Results { scale: "smoke", runs: &runs[2..], outcomes: BTreeMap::new(), missing: BTreeMap::new() };
+        let not_run = "not run by this report (its scale `smoke` or `--only`)".to_string();
+        assert_eq!(
+            figure_gaps(&grid, &results)[0].gaps,
+            vec![("no run finished yet".to_string(), vec![place("CIFAR-10")]), (not_run, vec![place("MNIST")])]
+        );
     }
 }

@@ -255,6 +255,7 @@ pub fn write_sweeps(
                     .collect();
                 let (name, y_label) = match metric.as_str() {
                     "time_to_target" => ("time to target", "virtual seconds"),
+                    "resource_utilization" => ("resource utilisation", "RU (%)"),
                     _ => ("best test accuracy", "accuracy (%)"),
                 };
                 let dataset = entry.panel_name(dataset);

@@ -111,9 +111,12 @@ pub struct Sweep {
     pub run: String,
     pub x: String,
     pub series: String,
-    /// `time_to_target` and/or `best_accuracy`.
+    /// Some of [`SWEEP_METRICS`]: one panel each.
     pub metrics: Vec<String>,
 }
+
+/// What a sweep can plot of each run.
+pub const SWEEP_METRICS: [&str; 3] = ["time_to_target", "best_accuracy", "resource_utilization"];
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -143,6 +146,9 @@ pub struct Setting {
     /// Named numbers locating the setting on the axes of sweep figures (`beta`, `M`).
     #[serde(default)]
     pub coords: BTreeMap<String, f64>,
+    /// Its name in figures' titles, where the paper names it (`E1`) rather than by the
+    /// coordinates it also has for sweeps (default: its coordinates, else its id).
+    pub words: Option<String>,
 }
 
 impl Setting {
@@ -150,7 +156,7 @@ impl Setting {
     pub fn alpha(alpha: f64) -> Setting {
         let mut set = Table::new();
         set.insert("partition.alpha".into(), Value::Float(alpha));
-        Setting { id: format!("a{alpha}"), set, coords: BTreeMap::from([("alpha".to_string(), alpha)]) }
+        Setting { id: format!("a{alpha}"), set, coords: BTreeMap::from([("alpha".to_string(), alpha)]), words: None }
     }
 }
 
@@ -188,8 +194,8 @@ impl DatasetEntry {
     }
 
     /// A setting in words for a figure's title: `Dirichlet α = 0.15` for an α shorthand (listed
-    /// or not: a figure may name an α this dataset does not run), its coordinates (`β = 0.5, M =
-    /// 4`) for a named setting that has them, else its id.
+    /// or not: a figure may name an α this dataset does not run), its own `words` or else its
+    /// coordinates (`β = 0.5, M = 4`) for a named setting, else its id.
     pub fn setting_words(&self, id: &str) -> String {
         let named = self.settings.iter().find(|s| s.id == id);
         let listed = self.alphas.iter().any(|&a| format!("a{a}") == id);
@@ -198,6 +204,7 @@ impl DatasetEntry {
             return format!("Dirichlet α = {a}");
         }
         match named {
+            Some(Setting { words: Some(words), .. }) => words.clone(),
             Some(s) if !s.coords.is_empty() => {
                 let symbol = |k: &str| match k {
                     "alpha" => "α".to_string(),
@@ -574,6 +581,12 @@ impl Grid {
                 unknown(format!("traces[{i}].panels[{j}].runs"), panel.runs.iter().collect())?;
             }
         }
+        for (i, sweep) in grid.sweeps.iter().enumerate() {
+            unknown(format!("sweeps[{i}].run"), vec![&sweep.run])?;
+            if let Some(bad) = sweep.metrics.iter().find(|m| !SWEEP_METRICS.contains(&m.as_str())) {
+                bail!("{}: sweeps[{i}].metrics: `{bad}` is not one of {SWEEP_METRICS:?}", path.display());
+            }
+        }
         let grid_sets = grid.sets.iter().enumerate().map(|(i, vs)| (format!("sets[{i}]"), vs));
         let variant_sets = grid.variants.iter().flat_map(|(name, variant)| {
             variant.sets.iter().enumerate().map(move |(i, vs)| (format!("variants.{name}.sets[{i}]"), vs))
@@ -843,12 +856,14 @@ mod tests {
     }
 
     #[test]
-    fn a_setting_in_words_reads_alphas_listed_or_not_coordinates_or_the_id() {
+    fn a_setting_in_words_reads_alphas_listed_or_not_its_words_coordinates_or_the_id() {
         let entry: DatasetEntry = toml::from_str(
             "base = \"b.toml\"\nalphas = [0.1]\nsettings = [{ id = \"alexnet\", set = {} }, \
-             { id = \"b0.5\", set = {}, coords = { beta = 0.5, M = 4.0 } }]",
+             { id = \"b0.5\", set = {}, coords = { beta = 0.5, M = 4.0 } }, \
+             { id = \"e1\", set = {}, coords = { mu = 0.5 }, words = \"E1\" }]",
         )
         .unwrap();
+        assert_eq!(entry.setting_words("e1"), "E1", "its words before its coordinates");
         assert_eq!(entry.setting_words("a0.1"), "Dirichlet α = 0.1");
         assert_eq!(entry.setting_words("a0.5"), "Dirichlet α = 0.5", "an α the dataset does not run");
         assert_eq!(entry.setting_words("alexnet"), "alexnet");
@@ -994,6 +1009,16 @@ mod tests {
                       panels = [{ dataset = \"d\", alpha = 0.1, runs = [\"a-l\", \"gif\"] }]";
         let err = with(figure).unwrap_err();
         assert!(err.contains("grid.toml: figures[0].panels[0].runs: `gif` is not a row or extra id"), "{err}");
+        let sweep = |run: &str, metric: &str| {
+            format!(
+                "[[sweeps]]\nfile = \"s.png\"\ntitle = \"S\"\nrun = \"{run}\"\nx = \"M\"\nseries = \"beta\"\nmetrics = [\"{metric}\"]"
+            )
+        };
+        assert_eq!(with(&sweep("a-l", "resource_utilization")), Ok(()));
+        let err = with(&sweep("gif", "best_accuracy")).unwrap_err();
+        assert!(err.contains("grid.toml: sweeps[0].run: `gif` is not a row or extra id"), "{err}");
+        let err = with(&sweep("a-l", "accuracy")).unwrap_err();
+        assert!(err.contains("grid.toml: sweeps[0].metrics: `accuracy` is not one of [\"time_to_target\""), "{err}");
     }
 
     #[test]
