@@ -132,6 +132,14 @@ impl InvalidKey {
         InvalidKey { key: key.into(), message: message.into() }
     }
 
+    /// `Ok` when `value` lies in (0, 1] (a share, a fraction, a rate), else the error for `key`.
+    pub fn in_unit_interval(key: &str, value: f64) -> Result<(), Self> {
+        if value > 0.0 && value <= 1.0 {
+            return Ok(());
+        }
+        Err(InvalidKey::new(key, format!("expected a value in (0, 1], got {value}")))
+    }
+
     /// The same error with its key under `section`: `lr` under `trainer` is `trainer.lr`.
     pub fn under(self, section: &str) -> Self {
         InvalidKey { key: format!("{section}.{}", self.key), message: self.message }
@@ -608,4 +616,21 @@ pub enum ShapeError {
 /// `gb` gigabytes as the message of [`EngineError::MemoryBudget`] prints them: in MB below 1 GB.
 fn gigabytes(gb: f64) -> String {
     if gb < 1.0 { format!("{:.1} MB", gb * 1e3) } else { format!("{gb:.1} GB") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_value_outside_zero_to_one_is_refused_by_its_key() {
+        for ok in [1.0, 0.5, f64::MIN_POSITIVE] {
+            assert_eq!(InvalidKey::in_unit_interval("mu", ok), Ok(()), "{ok}");
+        }
+        for bad in [0.0, -0.5, 1.0 + f64::EPSILON, f64::NAN, f64::INFINITY] {
+            let err = InvalidKey::in_unit_interval("mu", bad).unwrap_err();
+            assert_eq!(err.key, "mu");
+            assert_eq!(err.message, format!("expected a value in (0, 1], got {bad}"));
+        }
+    }
 }

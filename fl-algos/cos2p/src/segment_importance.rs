@@ -54,10 +54,7 @@ pub struct SegmentImportanceConfig {
 
 impl Validate for SegmentImportanceConfig {
     fn validate(&self) -> std::result::Result<(), InvalidKey> {
-        if !(self.rate > 0.0 && self.rate <= 1.0) {
-            return Err(InvalidKey::new("rate", format!("expected a value in (0, 1], got {}", self.rate)));
-        }
-        Ok(())
+        InvalidKey::in_unit_interval("rate", self.rate)
     }
 }
 

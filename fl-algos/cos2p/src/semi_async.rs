@@ -34,9 +34,7 @@ pub struct SemiAsyncConfig {
 
 impl Validate for SemiAsyncConfig {
     fn validate(&self) -> std::result::Result<(), InvalidKey> {
-        if !(self.mu > 0.0 && self.mu <= 1.0) {
-            return Err(InvalidKey::new("mu", format!("expected a share in (0, 1], got {}", self.mu)));
-        }
+        InvalidKey::in_unit_interval("mu", self.mu)?;
         if !(self.t_clk_s >= 0.0 && self.t_clk_s.is_finite()) {
             return Err(InvalidKey::new("t_clk_s", format!("expected seconds ≥ 0, got {}", self.t_clk_s)));
         }

@@ -80,11 +80,8 @@ impl TopMagnitudeConfig {
 
 impl Validate for TopMagnitudeConfig {
     fn validate(&self) -> std::result::Result<(), InvalidKey> {
-        for (key, f) in [("l_fraction", self.l_fraction), ("s_fraction", self.s_fraction)] {
-            if !(f > 0.0 && f <= 1.0) {
-                return Err(InvalidKey::new(key, format!("expected a fraction in (0, 1], got {f}")));
-            }
-        }
+        InvalidKey::in_unit_interval("l_fraction", self.l_fraction)?;
+        InvalidKey::in_unit_interval("s_fraction", self.s_fraction)?;
         self.level_rule().validate()?;
         if self.tensors.is_empty() {
             return Err(InvalidKey::new("tensors", "name at least one maskable tensor"));

@@ -127,12 +127,7 @@ impl Validate for DirichletConfig {
         if let Some(w) = self.client_weights.iter().find(|w| !(**w > 0.0 && w.is_finite())) {
             return Err(InvalidKey::new("client_weights", format!("expected positive finite weights, got {w}")));
         }
-        if !(self.local_train_share > 0.0 && self.local_train_share <= 1.0) {
-            return Err(InvalidKey::new(
-                "local_train_share",
-                format!("expected a share in (0, 1], got {}", self.local_train_share),
-            ));
-        }
+        InvalidKey::in_unit_interval("local_train_share", self.local_train_share)?;
         if let Some(counts) = &self.counts {
             for (j, client) in counts.iter().enumerate() {
                 let total: u64 = client.iter().map(|[_, c]| c).sum();

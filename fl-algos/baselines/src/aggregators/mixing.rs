@@ -50,10 +50,7 @@ pub struct AsyncMixConfig {
 
 impl Validate for AsyncMixConfig {
     fn validate(&self) -> std::result::Result<(), InvalidKey> {
-        if !(self.alpha > 0.0 && self.alpha <= 1.0) {
-            return Err(InvalidKey::new("alpha", format!("expected a value in (0, 1], got {}", self.alpha)));
-        }
-        Ok(())
+        InvalidKey::in_unit_interval("alpha", self.alpha)
     }
 }
 

@@ -26,9 +26,7 @@ impl Validate for SyncRoundsConfig {
         if self.rounds == 0 {
             return Err(InvalidKey::new("rounds", "expected at least 1"));
         }
-        if !(self.fraction > 0.0 && self.fraction <= 1.0) {
-            return Err(InvalidKey::new("fraction", format!("expected a value in (0, 1], got {}", self.fraction)));
-        }
+        InvalidKey::in_unit_interval("fraction", self.fraction)?;
         if self.clients_per_round == Some(0) {
             return Err(InvalidKey::new("clients_per_round", "expected at least 1"));
         }
