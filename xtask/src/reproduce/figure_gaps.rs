@@ -166,6 +166,13 @@ mod tests {
         .expect("test grid parses")
     }
 
+    fn cifar10_missing() -> BTreeMap<String, MissingData> {
+        BTreeMap::from([(
+            "cifar10".to_string(),
+            MissingData { title: "CIFAR-10".into(), fetch: "fl data fetch cifar10".into() },
+        )])
+    }
+
     fn planned(dataset: &str, setting: &str, id: &str) -> PlannedRun {
         PlannedRun {
             key: format!("{}/{id}", group(dataset, setting)),
@@ -179,10 +186,7 @@ mod tests {
         let place = |d: &str, s: &str| (d.to_string(), s.to_string());
         let grid = grid();
         let runs = vec![planned("mnist", "mlp", "a"), planned("mnist", "mlp", "b"), planned("cifar10", "cnn", "a")];
-        let missing = BTreeMap::from([(
-            "cifar10".to_string(),
-            MissingData { title: "CIFAR-10".into(), fetch: "fl data fetch cifar10".into() },
-        )]);
+        let missing = cifar10_missing();
         let mut results = Results { scale: "full", runs: &runs, outcomes: BTreeMap::new(), missing };
         // Nothing finished: MNIST's panel waits for its runs, CIFAR-10's two panels (one place)
         // need the data.
@@ -260,10 +264,7 @@ mod tests {
         .expect("test grid parses");
         let place = |d: &str| (d.to_string(), "x sweep".to_string());
         let runs = vec![planned("mnist", "s1", "a"), planned("mnist", "s2", "a"), planned("cifar10", "c1", "a")];
-        let missing = BTreeMap::from([(
-            "cifar10".to_string(),
-            MissingData { title: "CIFAR-10".into(), fetch: "fl data fetch cifar10".into() },
-        )]);
+        let missing = cifar10_missing();
         let mut results = Results { scale: "full", runs: &runs, outcomes: BTreeMap::new(), missing };
         // In the datasets' key order; SVHN's setting is swept by no row: no gap there.
         let waiting = vec![
