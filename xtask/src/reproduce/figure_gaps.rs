@@ -47,8 +47,8 @@ pub fn figure_gaps(grid: &Grid, results: &Results) -> Vec<FigureGaps> {
 }
 
 /// The datasets where the grid sweeps `sweep.run` (settings with both coordinates that the row
-/// runs at) but the report has no point to draw, each with its reason; the place's setting is
-/// the sweep's `x` (`mu sweep`).
+/// runs at) but the report has no point to draw for some metric, each with its reason; the
+/// place's setting is the sweep's `x` (`mu sweep`), with the blank metrics where others are drawn.
 fn sweep_gaps(grid: &Grid, results: &Results, sweep: &Sweep) -> Vec<(String, Place)> {
     let row = grid.rows.iter().find(|r| r.id == sweep.run);
     let mut gaps = Vec::new();
@@ -61,13 +61,23 @@ fn sweep_gaps(grid: &Grid, results: &Results, sweep: &Sweep) -> Vec<(String, Pla
             .filter(|_| row.is_some_and(|r| r.datasets.as_ref().is_none_or(|d| d.contains(dataset))))
             .map(|s| s.id)
             .collect();
-        let drawn = sweep.metrics.iter().any(|metric| {
-            !sweep_points(&sweep.run, &sweep.x, &sweep.series, dataset, entry, metric, results).is_empty()
-        });
-        if swept.is_empty() || drawn {
+        let blank: Vec<&String> = sweep
+            .metrics
+            .iter()
+            .filter(|metric| {
+                sweep_points(&sweep.run, &sweep.x, &sweep.series, dataset, entry, metric, results).is_empty()
+            })
+            .collect();
+        if swept.is_empty() || blank.is_empty() {
             continue;
         }
-        let place = (grid.panel_name(dataset), format!("{} sweep", sweep.x));
+        // One place for the whole sweep, or the metrics left blank beside drawn ones.
+        let what = if blank.len() == sweep.metrics.len() {
+            format!("{} sweep", sweep.x)
+        } else {
+            format!("{} sweep, {}", sweep.x, blank.iter().map(|m| m.as_str()).collect::<Vec<_>>().join(", "))
+        };
+        let place = (grid.panel_name(dataset), what);
         let key = |id: &String| format!("{}/{}", group(dataset, id), sweep.run);
         let reason = if let Some(missing) = results.missing.get(dataset) {
             format!("needs {}", missing.title)
@@ -258,6 +268,13 @@ mod tests {
             x = "x"
             series = "y"
             metrics = ["time_to_target"]
+            [[sweeps]]
+            file = "both.png"
+            title = "Both against x"
+            run = "a"
+            x = "x"
+            series = "y"
+            metrics = ["best_accuracy", "time_to_target"]
             [scales.full]
             "#,
         )
@@ -272,16 +289,20 @@ mod tests {
             ("no run finished yet".to_string(), vec![place("MNIST")]),
         ];
         let gaps = figure_gaps(&grid, &results);
-        assert_eq!(gaps.iter().map(|g| g.title.as_str()).collect::<Vec<_>>(), ["Accuracy against x", "Time against x"]);
-        assert_eq!(gaps[0].gaps, waiting);
-        assert_eq!(gaps[1].gaps, waiting);
+        let titles = ["Accuracy against x", "Time against x", "Both against x"];
+        assert_eq!(gaps.iter().map(|g| g.title.as_str()).collect::<Vec<_>>(), titles);
+        assert!(gaps.iter().all(|g| g.gaps == waiting), "{gaps:?}");
         // One MNIST run finished without reaching its target: the accuracy sweep has its point,
         // the time sweep none.
         results.outcomes.insert("mnist-s1/a".into(), vec![outcome(0.9, 0.9)]);
         let gaps = figure_gaps(&grid, &results);
         let needs_cifar = ("needs CIFAR-10".to_string(), vec![place("CIFAR-10")]);
         assert_eq!(gaps[0].gaps, vec![needs_cifar.clone()]);
-        assert_eq!(gaps[1].gaps, vec![needs_cifar, ("no run reached its target".to_string(), vec![place("MNIST")])]);
+        let no_target = "no run reached its target".to_string();
+        assert_eq!(gaps[1].gaps, vec![needs_cifar.clone(), (no_target.clone(), vec![place("MNIST")])]);
+        // The sweep of both metrics draws its accuracy and names its blank time panel.
+        let time_blank = ("MNIST".to_string(), "x sweep, time_to_target".to_string());
+        assert_eq!(gaps[2].gaps, vec![needs_cifar, (no_target, vec![time_blank])]);
         // A report that plans no MNIST run of the sweep.
         let results = Results { scale: "smoke", runs: &runs[2..], outcomes: BTreeMap::new(), missing: BTreeMap::new() };
         let not_run = "not run by this report (its scale `smoke` or `--only`)".to_string();
