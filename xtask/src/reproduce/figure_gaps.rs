@@ -50,15 +50,15 @@ pub fn figure_gaps(grid: &Grid, results: &Results) -> Vec<FigureGaps> {
 /// runs at) but the report has no point to draw for some metric, each with its reason; the
 /// place's setting is the sweep's `x` (`mu sweep`), with the blank metrics where others are drawn.
 fn sweep_gaps(grid: &Grid, results: &Results, sweep: &Sweep) -> Vec<(String, Place)> {
-    let row = grid.rows.iter().find(|r| r.id == sweep.run);
+    let Some(row) = grid.rows.iter().find(|r| r.id == sweep.run) else { return Vec::new() };
+    let row_runs_on = |d: &String| row.datasets.as_ref().is_none_or(|ds| ds.contains(d));
     let mut gaps = Vec::new();
-    for (dataset, entry) in &grid.datasets {
+    for (dataset, entry) in grid.datasets.iter().filter(|(d, _)| row_runs_on(d)) {
         let swept: Vec<String> = entry
             .all_settings()
             .into_iter()
             .filter(|s| s.coords.contains_key(&sweep.x) && s.coords.contains_key(&sweep.series))
-            .filter(|s| row.is_some_and(|r| r.settings.as_ref().is_none_or(|ids| ids.contains(&s.id))))
-            .filter(|_| row.is_some_and(|r| r.datasets.as_ref().is_none_or(|d| d.contains(dataset))))
+            .filter(|s| row.settings.as_ref().is_none_or(|ids| ids.contains(&s.id)))
             .map(|s| s.id)
             .collect();
         let blank: Vec<&String> = sweep
@@ -79,10 +79,10 @@ fn sweep_gaps(grid: &Grid, results: &Results, sweep: &Sweep) -> Vec<(String, Pla
         };
         let place = (grid.panel_name(dataset), what);
         let key = |id: &String| format!("{}/{}", group(dataset, id), sweep.run);
-        let reason = if let Some(missing) = results.missing.get(dataset) {
-            format!("needs {}", missing.title)
+        let reason = if let Some(needs) = needs(results, dataset) {
+            needs
         } else if !swept.iter().any(|id| results.runs.iter().any(|r| r.key == key(id))) {
-            format!("not run by this report (its scale `{}` or `--only`)", results.scale)
+            not_run(results)
         } else if swept.iter().any(|id| results.outcomes.get(&key(id)).is_some_and(|o| !o.is_empty())) {
             "no run reached its target".to_string()
         } else {
@@ -93,15 +93,25 @@ fn sweep_gaps(grid: &Grid, results: &Results, sweep: &Sweep) -> Vec<(String, Pla
     gaps
 }
 
+/// `needs CIFAR-10` when `dataset` is not on the machine.
+fn needs(results: &Results, dataset: &str) -> Option<String> {
+    results.missing.get(dataset).map(|m| format!("needs {}", m.title))
+}
+
+/// The reason of a blank whose runs this report does not plan.
+fn not_run(results: &Results) -> String {
+    format!("not run by this report (its scale `{}` or `--only`)", results.scale)
+}
+
 /// Why `spec`'s panel has no curve, and the panel's place in words; `None` when it has one.
 fn panel_gap(grid: &Grid, results: &Results, spec: &PanelSpec) -> Option<(String, Place)> {
     let wanted = spec.setting.id();
     let place = (grid.panel_name(&spec.dataset), grid.setting_words(&spec.dataset, &wanted));
-    if let Some(missing) = results.missing.get(&spec.dataset) {
-        return Some((format!("needs {}", missing.title), place));
+    if let Some(needs) = needs(results, &spec.dataset) {
+        return Some((needs, place));
     }
     let Some(setting) = resolve_setting(results, &spec.dataset, &wanted, &spec.runs) else {
-        return Some((format!("not run by this report (its scale `{}` or `--only`)", results.scale), place));
+        return Some((not_run(results), place));
     };
     let finished = |id: &String| results.outcomes.get(&format!("{}/{id}", group(&spec.dataset, &setting)));
     if spec.runs.iter().any(|id| finished(id).is_some_and(|o| !o.is_empty())) {

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
-use super::grid::{DatasetEntry, Figure, Grid, PanelSpec, group};
+use super::grid::{DatasetEntry, Figure, Grid, PanelSpec, SWEEP_METRICS, group};
 use super::outcome::Outcome;
 use super::report::{ColumnMetric, Expected, Results};
 use crate::plot::{Panel, Series, SeriesStyle, write_png};
@@ -253,11 +253,10 @@ pub fn write_sweeps(
                         ..Series::default()
                     })
                     .collect();
-                let (name, y_label) = match metric.as_str() {
-                    "time_to_target" => ("time to target", "virtual seconds"),
-                    "resource_utilization" => ("resource utilisation", "RU (%)"),
-                    _ => ("best test accuracy", "accuracy (%)"),
-                };
+                // A grid that did not come through `Grid::load` may name another metric: it plots
+                // as accuracy (`sweep_points`).
+                let &(_, name, y_label) =
+                    SWEEP_METRICS.iter().find(|(key, ..)| key == metric).unwrap_or(&SWEEP_METRICS[1]);
                 let dataset = entry.panel_name(dataset);
                 let run = names.get(&sweep.run).unwrap_or(&sweep.run);
                 let y_range = sweep_y_range(metric, &series);

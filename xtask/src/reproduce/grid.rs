@@ -115,8 +115,12 @@ pub struct Sweep {
     pub metrics: Vec<String>,
 }
 
-/// What a sweep can plot of each run.
-pub const SWEEP_METRICS: [&str; 3] = ["time_to_target", "best_accuracy", "resource_utilization"];
+/// What a sweep can plot of each run: its key, its name in a panel's title, its y axis.
+pub const SWEEP_METRICS: [(&str, &str, &str); 3] = [
+    ("time_to_target", "time to target", "virtual seconds"),
+    ("best_accuracy", "best test accuracy", "accuracy (%)"),
+    ("resource_utilization", "resource utilisation", "RU (%)"),
+];
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -583,8 +587,9 @@ impl Grid {
         }
         for (i, sweep) in grid.sweeps.iter().enumerate() {
             unknown(format!("sweeps[{i}].run"), vec![&sweep.run])?;
-            if let Some(bad) = sweep.metrics.iter().find(|m| !SWEEP_METRICS.contains(&m.as_str())) {
-                bail!("{}: sweeps[{i}].metrics: `{bad}` is not one of {SWEEP_METRICS:?}", path.display());
+            if let Some(bad) = sweep.metrics.iter().find(|m| !SWEEP_METRICS.iter().any(|(key, ..)| key == m)) {
+                let keys: Vec<&str> = SWEEP_METRICS.iter().map(|(key, ..)| *key).collect();
+                bail!("{}: sweeps[{i}].metrics: `{bad}` is not one of {keys:?}", path.display());
             }
         }
         let grid_sets = grid.sets.iter().enumerate().map(|(i, vs)| (format!("sets[{i}]"), vs));
