@@ -244,16 +244,37 @@ fn keyed_noise(keys: &[i32], n: i64, device: Device) -> Tensor {
 }
 
 /// [`keyed_noise`]'s numbers on the host, row after row, each passed through `f`.
+#[allow(unsafe_code)] // reason: calling the loop compiled for AVX2, which the CPU was checked for.
 fn host_noise(keys: &[i32], n: i64, f: impl Fn(f32) -> f32) -> Vec<f32> {
     let width = usize::try_from(n).expect("a draw has a non-negative size");
     let mut values = vec![0f32; keys.len() * width];
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2, the only requirement of `fill_noise_avx2`.
+        unsafe { fill_noise_avx2(&mut values, width, keys, f) };
+        return values;
+    }
+    fill_noise(&mut values, width, keys, f);
+    values
+}
+
+/// [`fill_noise`] compiled for AVX2: its 32-bit multiplies and conversions vectorise, about
+/// five times faster than the baseline x86-64 build's loop.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn fill_noise_avx2(values: &mut [f32], width: usize, keys: &[i32], f: impl Fn(f32) -> f32) {
+    fill_noise(values, width, keys, f);
+}
+
+/// Fills `values`, `keys.len()` rows of `width`, with each key's hashed noise through `f`.
+#[inline(always)]
+fn fill_noise(values: &mut [f32], width: usize, keys: &[i32], f: impl Fn(f32) -> f32) {
     for (row, &key) in values.chunks_exact_mut(width.max(1)).zip(keys) {
         let key = key as u32;
         for (i, v) in row.iter_mut().enumerate() {
             *v = f(unit_float(lowbias32(lowbias32(i as u32 ^ key) ^ key)));
         }
     }
-    values
 }
 
 /// Chris Wellons' lowbias32 hash.

@@ -20,6 +20,7 @@ mod contrastive;
 pub mod cuda_graph;
 mod decay_gradient;
 pub mod distill;
+mod fused_sgd;
 pub mod learned_pull;
 pub mod platon;
 pub mod quantize;

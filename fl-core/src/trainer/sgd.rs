@@ -39,6 +39,7 @@ use crate::trainer::contrastive::Contrast;
 use crate::trainer::cuda_graph;
 use crate::trainer::decay_gradient::DecayGradient;
 use crate::trainer::distill::DistillConfig;
+use crate::trainer::fused_sgd::{self, SgdTerms};
 use crate::trainer::learned_pull::{LearnedPullConfig, PullControls};
 use crate::trainer::platon::{Platon, PlatonConfig};
 use crate::trainer::quantize::{QuantizeConfig, Quantizer};
@@ -1035,7 +1036,8 @@ impl SgdCohort {
     /// One update of the first `k` clients at step `t`. Each tensor is touched in as few
     /// passes as the options allow (the update runs out of memory bandwidth before compute):
     /// the fresh gradient absorbs weight decay, mask and momentum in place, and becomes the
-    /// momentum buffer.
+    /// momentum buffer. Plain SGD on the CPU makes one pass per tensor instead
+    /// ([`fused_sgd`], the same numbers).
     fn update(&mut self, t: usize, k: i64, grads: Vec<Tensor>) {
         let [decay, momentum, one_minus_b1, one_minus_b2, eps] = &self.factors;
         // A replayed step must keep writing into the same velocity tensors.
@@ -1050,12 +1052,30 @@ impl SgdCohort {
         let inv_sqrt_bias2 = self.rates.inv_sqrt_bias2.as_ref().map(row);
         let diff_weight = self.rates.diff_weight.as_ref().map(row);
         let shrink = self.rates.shrink.as_ref().map(row);
+        // Plain SGD on the CPU updates each tensor in one pass (`fused_sgd`), where it can.
+        let fused = (self.cfg.optimizer == Optimizer::Sgd
+            && shrink.is_none()
+            && step.device() == Device::Cpu
+            && fused_sgd::available())
+        .then(|| self.fused_factors(&step, keep.as_ref()));
         for (i, g) in unaliased(grads).into_iter().enumerate() {
             if !g.defined() {
                 continue; // A tensor the loss does not reach does not move.
             }
-            let mut g = if g.is_contiguous() { g } else { g.contiguous() };
             let mut p = self.params[i].narrow(0, 0, k);
+            if let Some((step, momentum)) = &fused {
+                let velocity = momentum.as_ref().map(|_| self.velocity[i].narrow(0, 0, k));
+                let terms = SgdTerms {
+                    decay: (self.cfg.weight_decay > 0.0).then_some(self.cfg.weight_decay as f32),
+                    momentum: momentum.as_deref().zip(velocity.as_ref()),
+                    step,
+                };
+                let mask = self.grad_mask[i].as_ref().map(|m| m.narrow(0, 0, k));
+                if fused_sgd::apply(&p, &g, mask.as_ref(), &terms) {
+                    continue;
+                }
+            }
+            let mut g = if g.is_contiguous() { g } else { g.contiguous() };
             let dims = p.dim();
             if self.cfg.weight_decay > 0.0 && self.adan.is_none() {
                 let _ = g.addcmul_(&p, decay);
@@ -1113,6 +1133,22 @@ impl SgdCohort {
                 p *= per_client_view(shrink, dims);
             }
         }
+    }
+}
+
+impl SgdCohort {
+    /// The fused update's per-client factors on the host: each client's step, and with
+    /// momentum each client's β (times its `keep`, 0 where its momentum restarts), computed in
+    /// float32 as the tensor form computes them.
+    fn fused_factors(&self, step: &Tensor, keep: Option<&Tensor>) -> (Vec<f32>, Option<Vec<f32>>) {
+        let host = |t: &Tensor| Vec::<f32>::try_from(t).expect("per-client factors are float32");
+        let step = host(step);
+        let beta = self.cfg.momentum as f32;
+        let momentum = (self.cfg.momentum > 0.0).then(|| match keep {
+            Some(keep) => host(keep).into_iter().map(|keep| keep * beta).collect(),
+            None => vec![beta; step.len()],
+        });
+        (step, momentum)
     }
 }
 
