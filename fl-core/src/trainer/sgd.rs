@@ -1134,9 +1134,7 @@ impl SgdCohort {
             }
         }
     }
-}
 
-impl SgdCohort {
     /// The fused update's per-client factors on the host: each client's step, and with
     /// momentum each client's β (times its `keep`, 0 where its momentum restarts), computed in
     /// float32 as the tensor form computes them.
