@@ -9,7 +9,8 @@
 //! - (c) where CUDA is available, (a) and (b) on the GPU against the CPU;
 //! - (d) the FLOP efficiency of the kdd23 cell: its useful FLOP/s (forward and weight gradients,
 //!   twice the forward FLOPs of each sample pass, from the model's shapes) over the FLOP/s of
-//!   one large matrix product on the same device and threads;
+//!   one large matrix product on the same device and threads, and (a)'s useful FLOPs at that
+//!   product's rate: the highest ratio (a) could reach on this machine;
 //! - (e) on CUDA, 8 kdd23 cells (the cell at 8 seeds) as one pack (`fl pack`, their cohorts
 //!   merged) against the cell alone: rounds per second summed over the runs.
 //!
@@ -129,6 +130,14 @@ fn kdd23_round_flops() -> f64 {
     60_000.0 * 5.0 * 2.0 * forward
 }
 
+/// Useful FLOPs of benchmark (a): 10 rounds in which every MNIST training sample passes once
+/// through the MLP 784-200-10 (forward and weight gradients, twice the forward), and the test
+/// set's 10,000 samples are evaluated once (forward only).
+fn fedavg_flops() -> f64 {
+    let forward = 2.0 * (784.0 * 200.0 + 200.0 * 10.0) + 210.0;
+    10.0 * (60_000.0 * 2.0 * forward + 10_000.0 * forward)
+}
+
 fn report(device: Device, workers: usize) {
     let name = if device.is_cuda() { "cuda" } else { "cpu" };
     println!("\n== {name}, {workers} worker(s) ==");
@@ -164,6 +173,9 @@ fn report(device: Device, workers: usize) {
     println!("    useful               {:>8.1} GFLOP/s", useful / 1e9);
     println!("    2048^3 matmul        {:>8.1} GFLOP/s", peak / 1e9);
     println!("    efficiency           {:>8.1} %", 100.0 * useful / peak);
+    // How far (a)'s ratio can go here: its useful work at the product's rate, no overhead.
+    let floor = fedavg_flops() / peak;
+    println!("    (a) at that rate     {floor:>8.2} s: at most {:.2}x the PyTorch loop", theirs / floor);
     if device.is_cuda() {
         let packed = packed_cells(device, 8);
         println!("(e) 8 kdd23 cells in one pack (seeds 1-8), their cohorts merged");
