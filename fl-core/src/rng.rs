@@ -259,7 +259,8 @@ fn host_noise(keys: &[i32], n: i64, f: impl Fn(f32) -> f32) -> Vec<f32> {
 }
 
 /// [`fill_noise`] compiled for AVX2: its 32-bit multiplies and conversions vectorise, about
-/// five times faster than the baseline x86-64 build's loop.
+/// three times faster than the baseline x86-64 build's loop (the kdd23 cell's dropout noise of
+/// `[1, 128, 200]`: 0.012 against 0.039 ms).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 fn fill_noise_avx2(values: &mut [f32], width: usize, keys: &[i32], f: impl Fn(f32) -> f32) {

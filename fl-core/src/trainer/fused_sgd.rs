@@ -4,7 +4,7 @@
 //! contiguous (autograd hands `x Wᵀ`'s weight gradient back transposed), multiplies it by the
 //! mask, adds the momentum, then steps the parameters: four passes over tensors larger than
 //! the L2 cache, each a libtorch dispatch. On the kdd23 cell (MLP 784-200-10, batch 128, one
-//! client a worker) they were about a tenth of a step. Here each element is read and written
+//! client a worker) the copy and the elementwise kernels were about 8% of the profile. Here each element is read and written
 //! once, the transposed gradient in cache-sized tiles.
 //!
 //! The numbers are the tensor form's, bit for bit: ATen's CPU kernels compute
@@ -191,12 +191,13 @@ fn elements(p: &mut [f32], g: &[f32], mask: Option<&[f32]>, v: Option<&mut [f32]
                 *p = d.mul_add(f.step, *p);
             }
         }
-        (decay, mask, v, beta) => {
+        (decay, mask, mut v, beta) => {
             // Weight decay: rare enough on this path to take the general loop.
-            let decay = decay.unwrap_or(0.0);
-            let mut v = v;
             for i in 0..p.len() {
-                let mut d = if f.decay.is_some() { p[i].mul_add(decay, g[i]) } else { g[i] };
+                let mut d = match decay {
+                    Some(decay) => p[i].mul_add(decay, g[i]),
+                    None => g[i],
+                };
                 if let Some(m) = mask {
                     d *= m[i];
                 }
