@@ -89,7 +89,7 @@ impl<'a> Mode<'a> {
     /// mode, each client's mask from its own stream; the identity otherwise.
     pub fn dropout(&mut self, x: &Tensor, p: f64) -> Tensor {
         match self {
-            Mode::Train(t) if p > 0.0 => x * t.noise.dropout_mask(&x.size(), p),
+            Mode::Train(t) if p > 0.0 => x * t.noise.dropout_mask_for(x, p),
             _ => x.shallow_clone(),
         }
     }
@@ -244,7 +244,22 @@ pub trait Model: Send + Sync {
 
 /// `x Wᵀ + b` per client: `x` `[C, B, in]`, `w` `[C, out, in]`, `b` `[C, out]` → `[C, B, out]`,
 /// as one batched matrix product.
+///
+/// The product is formed as `(W xᵀ + b)ᵀ`: the result is a transposed view (features
+/// outermost in memory), and autograd computes the weight's gradient as `gᵀ x`, already in
+/// `W`'s row-major layout. The usual `x Wᵀ` hands it back transposed, for the update to read
+/// across rows: a CPU step of the MLP 784-200-10 at batch 32 took 390 µs that way and takes
+/// 345 µs this way. Elementwise layers keep the layout (dropout draws its mask in it), and the
+/// next `linear` reads it as the `xᵀ` it needs without a copy. For many rows per client (token sequences, whose next layers
+/// want the features contiguous) use [`linear_rows`].
 pub fn linear(x: &Tensor, w: &Tensor, b: &Tensor) -> Tensor {
+    b.unsqueeze(2).baddbmm(w, &x.transpose(1, 2), 1, 1).transpose(1, 2)
+}
+
+/// [`linear`] computed as `x Wᵀ + b`, its result row-major `[C, B, out]`: for many rows per
+/// client (token sequences), where the weight's transposed gradient costs little next to the
+/// product and layer norm and attention read the features contiguous.
+pub fn linear_rows(x: &Tensor, w: &Tensor, b: &Tensor) -> Tensor {
     b.unsqueeze(1).baddbmm(x, &w.transpose(1, 2), 1, 1)
 }
 

@@ -203,6 +203,20 @@ impl CohortNoise {
     /// A keep-mask of shape `[k, ...]` with probability `1 - p`, scaled by `1 / (1 - p)`
     /// (inverted dropout).
     pub fn dropout_mask(&mut self, shape: &[i64], p: f64) -> Tensor {
+        self.mask(shape, p, Order::RowMajor)
+    }
+
+    /// [`CohortNoise::dropout_mask`] of `x`'s shape, laid out in memory as `x` where `x` is
+    /// `[k, B, F]` stored as `[k, F, B]` (a [`crate::model::linear`] output), so that `x * mask`
+    /// reads both in one order; row-major otherwise. The mask's values are the same either way.
+    pub fn dropout_mask_for(&mut self, x: &Tensor, p: f64) -> Tensor {
+        let shape = x.size();
+        let swapped = shape.len() == 3 && !x.is_contiguous() && x.transpose(1, 2).is_contiguous();
+        let order = if swapped { Order::Swapped { rows: shape[1], cols: shape[2] } } else { Order::RowMajor };
+        self.mask(&shape, p, order)
+    }
+
+    fn mask(&mut self, shape: &[i64], p: f64, order: Order) -> Tensor {
         let scale = 1.0 / (1.0 - p);
         if self.device == Device::Cpu && self.on_device.is_none() {
             // One host pass from hash to scaled mask instead of five small tensor ops: the
@@ -212,8 +226,11 @@ impl CohortNoise {
             self.draws += 1;
             let keys: Vec<i32> = self.streams[..k as usize].iter().map(|s| s.key(draw)).collect();
             let (p, scale) = (p as f32, scale as f32);
-            let mask = host_noise(&keys, n, |u| if u >= p { scale } else { 0.0 });
-            return Tensor::from_slice(&mask).reshape(shape);
+            let mask = Tensor::from_slice(&host_noise(&keys, n, order, |u| if u >= p { scale } else { 0.0 }));
+            return match order {
+                Order::RowMajor => mask.reshape(shape),
+                Order::Swapped { rows, cols } => mask.reshape([k, cols, rows]).transpose(1, 2),
+            };
         }
         let keep = self.uniform(shape).ge(p).to_kind(Kind::Float);
         keep * scale
@@ -237,7 +254,7 @@ impl CohortNoise {
 /// than to run, about an eighth of a small MLP's step on the kdd23 cell.
 fn keyed_noise(keys: &[i32], n: i64, device: Device) -> Tensor {
     if device == Device::Cpu {
-        return Tensor::from_slice(&host_noise(keys, n, |u| u)).reshape([keys.len() as i64, n]);
+        return Tensor::from_slice(&host_noise(keys, n, Order::RowMajor, |u| u)).reshape([keys.len() as i64, n]);
     }
     let keys = Tensor::from_slice(keys).reshape([-1, 1]).to_device(device);
     keyed_uniform(&keys, n, device)
@@ -245,17 +262,27 @@ fn keyed_noise(keys: &[i32], n: i64, device: Device) -> Tensor {
 
 /// [`keyed_noise`]'s numbers on the host, row after row, each passed through `f`.
 #[allow(unsafe_code)] // reason: calling the loop compiled for AVX2, which the CPU was checked for.
-fn host_noise(keys: &[i32], n: i64, f: impl Fn(f32) -> f32) -> Vec<f32> {
+fn host_noise(keys: &[i32], n: i64, order: Order, f: impl Fn(f32) -> f32) -> Vec<f32> {
     let width = usize::try_from(n).expect("a draw has a non-negative size");
     let mut values = vec![0f32; keys.len() * width];
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2, the only requirement of `fill_noise_avx2`.
-        unsafe { fill_noise_avx2(&mut values, width, keys, f) };
+        unsafe { fill_noise_avx2(&mut values, width, keys, order, f) };
         return values;
     }
-    fill_noise(&mut values, width, keys, f);
+    fill_noise(&mut values, width, keys, order, f);
     values
+}
+
+/// The order in which a row of `n` noise values is stored.
+#[derive(Clone, Copy)]
+enum Order {
+    /// Value `i` at position `i`.
+    RowMajor,
+    /// A row of `rows × cols` values stored column by column: value `r · cols + c` at
+    /// position `c · rows + r`.
+    Swapped { rows: i64, cols: i64 },
 }
 
 /// [`fill_noise`] compiled for AVX2: its 32-bit multiplies and conversions vectorise, about
@@ -263,17 +290,30 @@ fn host_noise(keys: &[i32], n: i64, f: impl Fn(f32) -> f32) -> Vec<f32> {
 /// `[1, 128, 200]`: 0.012 against 0.039 ms).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn fill_noise_avx2(values: &mut [f32], width: usize, keys: &[i32], f: impl Fn(f32) -> f32) {
-    fill_noise(values, width, keys, f);
+fn fill_noise_avx2(values: &mut [f32], width: usize, keys: &[i32], order: Order, f: impl Fn(f32) -> f32) {
+    fill_noise(values, width, keys, order, f);
 }
 
-/// Fills `values`, `keys.len()` rows of `width`, with each key's hashed noise through `f`.
+/// Fills `values`, `keys.len()` rows of `width`, with each key's hashed noise through `f`, each
+/// row stored in `order`.
 #[inline(always)]
-fn fill_noise(values: &mut [f32], width: usize, keys: &[i32], f: impl Fn(f32) -> f32) {
+fn fill_noise(values: &mut [f32], width: usize, keys: &[i32], order: Order, f: impl Fn(f32) -> f32) {
+    let noise = |i: u32, key: u32| f(unit_float(lowbias32(lowbias32(i ^ key) ^ key)));
     for (row, &key) in values.chunks_exact_mut(width.max(1)).zip(keys) {
         let key = key as u32;
-        for (i, v) in row.iter_mut().enumerate() {
-            *v = f(unit_float(lowbias32(lowbias32(i as u32 ^ key) ^ key)));
+        match order {
+            Order::RowMajor => {
+                for (i, v) in row.iter_mut().enumerate() {
+                    *v = noise(i as u32, key);
+                }
+            }
+            Order::Swapped { rows, cols } => {
+                for (c, column) in row.chunks_exact_mut(rows.max(1) as usize).enumerate() {
+                    for (r, v) in column.iter_mut().enumerate() {
+                        *v = noise((r * cols as usize + c) as u32, key);
+                    }
+                }
+            }
         }
     }
 }
@@ -438,6 +478,26 @@ mod tests {
                 let kept = got.iter().filter(|&&v| v > 0.0).count() as f64 / got.len() as f64;
                 assert!(got.len() < 100 || (kept - (1.0 - p)).abs() < 0.06, "p {p}: kept {kept}");
             }
+        }
+    }
+
+    #[test]
+    fn a_mask_for_a_swapped_layout_is_the_row_major_mask_stored_so() {
+        // A `[k, B, F]` input stored as `[k, F, B]` gets the mask `dropout_mask` gives, in its
+        // own layout; a row-major input, and one transposed otherwise, get the row-major mask.
+        let streams = || [5, 2].iter().map(|&s| TensorNoise::new(s)).collect::<Vec<_>>();
+        let (mut laid, mut plain) =
+            (CohortNoise::new(streams(), Device::Cpu), CohortNoise::new(streams(), Device::Cpu));
+        let swapped = Tensor::zeros([2, 7, 3], (Kind::Float, Device::Cpu)).transpose(1, 2);
+        let rows = Tensor::zeros([2, 3, 7], (Kind::Float, Device::Cpu));
+        let clients_swapped = Tensor::zeros([3, 2, 7], (Kind::Float, Device::Cpu)).transpose(0, 1);
+        for (x, in_its_layout) in
+            [(&swapped, true), (&rows, false), (&swapped.narrow(0, 0, 1), true), (&clients_swapped, false)]
+        {
+            let got = laid.dropout_mask_for(x, 0.3);
+            let want = plain.dropout_mask(&x.size(), 0.3);
+            assert!(got.equal(&want), "{:?} {:?}", x.size(), x.stride());
+            assert_eq!(got.stride(), if in_its_layout { x.stride() } else { want.stride() });
         }
     }
 

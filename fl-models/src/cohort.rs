@@ -1,7 +1,8 @@
 //! Layers in cohort form: each takes a cohort's stacked parameters (`[C, ...]`) and inputs, and
 //! computes every client's output in one kernel, client `c`'s from its own slice alone.
 //!
-//! - [`linear`]: `[C, B, in] → [C, B, out]` as one batched matrix product (`baddbmm`).
+//! - [`linear`]: `[C, B, in] → [C, B, out]` as one batched matrix product (`baddbmm`), its
+//!   weight's gradient row-major; [`linear_rows`] the same with a row-major result.
 //! - [`conv2d`]: a convolution of every client at once as a grouped convolution whose groups
 //!   are the clients. It works in the *grouped layout* `[B, C·channels, H, W]` (client-major
 //!   channels), which pooling and activations keep, so a stack of conv layers converts only at
@@ -20,7 +21,7 @@
 use fl_core::Mode;
 use tch::{Kind, Tensor};
 
-pub use fl_core::model::linear;
+pub use fl_core::model::{linear, linear_rows};
 
 /// `[C, B, ch, H, W]` → the grouped layout `[B, C·ch, H, W]`.
 pub fn to_grouped(x: &Tensor) -> Tensor {
@@ -166,13 +167,14 @@ pub fn embedding(table: &Tensor, ids: &Tensor, padding_idx: i64) -> Tensor {
 }
 
 /// [`linear`] applied to every token: `x` `[C, B, T, in]` (any dimensions between the client
-/// and the features), `w` `[C, out, in]`, `b` `[C, out]` → `[C, B, T, out]`.
+/// and the features), `w` `[C, out, in]`, `b` `[C, out]` → `[C, B, T, out]`, row-major
+/// ([`linear_rows`]).
 pub fn tokens_linear(x: &Tensor, w: &Tensor, b: &Tensor) -> Tensor {
     let size = x.size();
     let (c, inp) = (size[0], size[size.len() - 1]);
     let mut out_size = size.clone();
     *out_size.last_mut().expect("x has a feature dimension") = w.size()[1];
-    linear(&x.reshape([c, -1, inp]), w, b).reshape(out_size.as_slice())
+    linear_rows(&x.reshape([c, -1, inp]), w, b).reshape(out_size.as_slice())
 }
 
 /// `nn.LayerNorm(D, eps)` of every client: `x` `[C, ..., D]` normalised over its last

@@ -229,10 +229,12 @@ fn cnn3_trains_the_same_in_a_cohort_full_and_as_sub_models() {
 
 #[test]
 fn resnet20_trains_the_same_in_a_cohort_with_its_batchnorm_buffers() {
-    // Batches of 3 over 7, 5 and 3 samples: the second step pads the 2-sample client, whose
-    // BatchNorm statistics must leave the padding out.
+    // Batches of 3 over 3, 6 and 5 samples: the second step pads the third client's batch of
+    // 2, whose BatchNorm statistics must leave the padding out. (Not 7 samples first: that
+    // client's training amplifies rounding, a relative 1e-7 change of its start moving its
+    // result by 1e-2, so the test would compare libtorch's kernel choices, not the cohort.)
     for width in [None, Some(0.5)] {
-        let c = case("resnet20", "", image(3, 32), &[7, 5, 3], width);
+        let c = case("resnet20", "", image(3, 32), &[3, 6, 5], width);
         let d = c.max_difference_to_alone(&SgdConfig { batch_size: 3, epochs: 1, ..cfg(0.5, 0.1) });
         assert!(d <= 1e-5, "width {width:?}: max difference {d}");
     }

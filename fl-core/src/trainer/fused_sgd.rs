@@ -1,11 +1,12 @@
 //! The SGD update of one stacked tensor in a single pass over memory, on the CPU.
 //!
 //! The tensor form of the update ([`crate::trainer::sgd`]) makes a weight's gradient
-//! contiguous (autograd hands `x Wᵀ`'s weight gradient back transposed), multiplies it by the
-//! mask, adds the momentum, then steps the parameters: four passes over tensors larger than
-//! the L2 cache, each a libtorch dispatch. On the kdd23 cell (MLP 784-200-10, batch 128, one
-//! client a worker) the copy and the elementwise kernels were about 8% of the profile. Here each element is read and written
-//! once, the transposed gradient in cache-sized tiles.
+//! contiguous, multiplies it by the mask, adds the momentum, then steps the parameters: four
+//! passes over tensors larger than the L2 cache, each a libtorch dispatch. On the kdd23 cell
+//! (MLP 784-200-10, batch 128, one client a worker) the copy and the elementwise kernels were
+//! about 8% of the profile. Here each element is read and written once. [`crate::model::linear`]
+//! hands its weight's gradient back row-major; one with its last two dimensions swapped (the
+//! `x Wᵀ` of [`crate::model::linear_rows`], for token sequences) is read in cache-sized tiles.
 //!
 //! The numbers are the tensor form's, bit for bit: ATen's CPU kernels compute
 //! `a.addcmul_(b, c)` as one fused multiply-add `fma(b, c, a)` (checked on every element of a
