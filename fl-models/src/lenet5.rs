@@ -27,6 +27,7 @@ use fl_core::{Structure, TensorSpec, UnitGroup, UnitMember};
 use serde::{Deserialize, Serialize};
 use tch::Tensor;
 
+use crate::layout::max_pool2;
 use crate::{cohort, flops, init};
 
 /// Parameters of the `lenet5` component: none; the input shape fixes the padding.
@@ -110,7 +111,7 @@ impl LeNet5 {
 
 /// Convolution, ReLU and 2×2 max-pooling of every client, in the grouped layout.
 fn conv_relu_pool(x: &Tensor, w: &Tensor, b: &Tensor, padding: i64) -> Tensor {
-    cohort::conv2d(x, w, b, 1, padding).relu().max_pool2d([2, 2], [2, 2], [0, 0], [1, 1], false)
+    max_pool2(&cohort::conv2d(x, w, b, 1, padding).relu())
 }
 
 impl Model for LeNet5 {
