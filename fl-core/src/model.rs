@@ -250,8 +250,8 @@ pub trait Model: Send + Sync {
 /// `W`'s row-major layout. The usual `x Wᵀ` hands it back transposed, for the update to read
 /// across rows: a CPU step of the MLP 784-200-10 at batch 32 took 390 µs that way and takes
 /// 345 µs this way. Elementwise layers keep the layout (dropout draws its mask in it), and the
-/// next `linear` reads it as the `xᵀ` it needs without a copy. For many rows per client (token sequences, whose next layers
-/// want the features contiguous) use [`linear_rows`].
+/// next `linear` reads it as the `xᵀ` it needs without a copy. For many rows per client
+/// (token sequences, whose next layers want the features contiguous) use [`linear_rows`].
 pub fn linear(x: &Tensor, w: &Tensor, b: &Tensor) -> Tensor {
     b.unsqueeze(2).baddbmm(w, &x.transpose(1, 2), 1, 1).transpose(1, 2)
 }
