@@ -2,9 +2,17 @@
 //! models of one architecture (the global models of a pack's runs) evaluate as one cohort,
 //! their parameters stacked along the client dimension and each test batch shared. Besides
 //! top-1 accuracy and the mean cross-entropy, each evaluation counts top-5 hits and, per class,
-//! true positives, predictions and labels, from which macro-F1 follows.
+//! true positives, predictions and labels, from which macro-F1 follows. On the CPU, a run's
+//! global model shares its test batches with the idle workers of its pool: in synchronous
+//! rounds the evaluation between two rounds no longer runs on one core while the others wait.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use tch::{Kind, Reduction, Tensor};
+
+use super::pool::WorkerPool;
 
 use crate::data::Dataset;
 use crate::model::{Mode, Model};
@@ -37,72 +45,180 @@ pub fn evaluate(model: &dyn Model, params: &ParamSet, test: &Dataset, batch_size
 /// cohort: a model's numbers do not depend on the others beyond the rounding of the batched
 /// products.
 pub fn evaluate_cohort(model: &dyn Model, params: &[&ParamSet], test: &Dataset, batch_size: usize) -> Vec<Scores> {
-    let (models, n) = (params.len() as i64, test.len() as i64);
-    if n == 0 {
+    if test.is_empty() {
         return vec![Scores::NONE; params.len()];
     }
-    let device = test.y.device();
     tch::no_grad(|| {
-        // A lone model is a view of one, not a copy.
-        let stacked: Vec<Tensor> = match params {
-            [one] => one.tensors().iter().map(|t| t.unsqueeze(0)).collect(),
-            _ => (0..params.first().map_or(0, |p| p.tensors().len()))
-                .map(|i| Tensor::stack(&params.iter().map(|p| p.tensors()[i].shallow_clone()).collect::<Vec<_>>(), 0))
-                .collect(),
-        };
-        let mut correct = Tensor::zeros([models], (Kind::Int64, device));
-        let mut top5 = Tensor::zeros([models], (Kind::Int64, device));
-        let mut loss_sum = Tensor::zeros([models], (Kind::Double, device));
-        // Per model and class: true positives and predictions; per class: labels.
-        let mut classes_seen: Option<(Tensor, Tensor, Tensor)> = None;
-        let mut begin = 0;
-        while begin < n {
-            let len = (batch_size as i64).min(n - begin);
-            let x = test.x.narrow(0, begin, len);
-            let y = test.y.narrow(0, begin, len);
-            let mut shape = vec![models];
-            shape.extend(x.size());
-            let logits = model.forward(&stacked, &x.unsqueeze(0).expand(shape.as_slice(), false), &mut Mode::Eval);
-            let classes = *logits.size().last().expect("logits have a class dimension");
-            let predicted = logits.argmax(-1, false);
-            let hit = predicted.eq_tensor(&y);
-            correct += hit.sum_dim_intlist(1, false, Kind::Int64);
-            let (_, best) = logits.topk(classes.min(5), -1, true, false);
-            top5 += best.eq_tensor(&y.view([1, len, 1])).any_dim(-1, false).sum_dim_intlist(1, false, Kind::Int64);
-            let (tp, pred, label) = classes_seen.get_or_insert_with(|| {
-                let zeros = || Tensor::zeros([models, classes], (Kind::Int64, device));
-                (zeros(), zeros(), Tensor::zeros([classes], (Kind::Int64, device)))
-            });
-            let targets = y.view([1, len]).expand([models, len], false);
-            *tp = tp.scatter_add(1, &targets, &hit.to_kind(Kind::Int64));
-            *pred = pred.scatter_add(1, &predicted, &predicted.ones_like());
-            *label = label.scatter_add(0, &y, &y.ones_like());
-            let per_sample = logits.reshape([-1, classes]).cross_entropy_loss::<Tensor>(
-                &y.repeat([models]),
-                None,
-                Reduction::None,
-                -100,
-                0.0,
-            );
-            loss_sum += per_sample.reshape([models, len]).sum_dim_intlist(1, false, Kind::Double);
-            begin += len;
-        }
-        let (tp, pred, label) = classes_seen.expect("at least one batch");
-        let (tp, pred, label) = (tp.to_kind(Kind::Double), pred.to_kind(Kind::Double), label.to_kind(Kind::Double));
-        // F1 = 2TP / (2TP + FP + FN) = 2TP / (predictions + labels), over the classes present.
-        let present = (&pred + &label).gt(0.0);
-        let f1 = (&tp * 2.0 / (&pred + &label).clamp_min(1.0)) * present.to_kind(Kind::Double);
-        let macro_f1 = f1.sum_dim_intlist(1, false, Kind::Double) / present.sum_dim_intlist(1, false, Kind::Double);
-        let stats = Tensor::stack(
-            &[correct.to_kind(Kind::Double), loss_sum, top5.to_kind(Kind::Double), macro_f1 * n as f64],
-            0,
-        )
-        .to_device(tch::Device::Cpu);
-        let v = Vec::<f64>::try_from(&stats.reshape([-1])).expect("four doubles per model");
-        let m = params.len();
-        let at = |row: usize, c: usize| v[row * m + c] / n as f64;
-        (0..m).map(|c| Scores { accuracy: at(0, c), loss: at(1, c), top5: at(2, c), macro_f1: at(3, c) }).collect()
+        let stacked = stack(params);
+        let counts =
+            batches(test.len(), batch_size).map(|(begin, len)| batch_counts(model, &stacked, test, begin, len));
+        scores(counts, test.len(), params.len())
     })
+}
+
+/// The scores of `params` on `test`, its batches shared between the calling thread and the
+/// idle workers of `pool`. Each batch is scored alone and the batches' counts add up in their
+/// order, so the scores are [`evaluate`]'s to the bit whoever scores which batch. Workers busy
+/// with jobs take no batch: the caller never waits for a queued job, only for batches a worker
+/// has begun. On CUDA, or with one worker, the caller scores every batch.
+pub fn evaluate_shared(
+    pool: &WorkerPool,
+    model: &Arc<dyn Model>,
+    params: &ParamSet,
+    test: &Dataset,
+    batch_size: usize,
+) -> Scores {
+    let ranges: Vec<(i64, i64)> = batches(test.len(), batch_size).collect();
+    let helpers = pool.workers().saturating_sub(1).min(ranges.len().saturating_sub(1));
+    if helpers == 0 || test.y.device().is_cuda() {
+        return evaluate(&**model, params, test, batch_size);
+    }
+    let stacked = stack(&[params]);
+    let shared = Arc::new(SharedBatches::new(ranges));
+    for _ in 0..helpers {
+        let (shared, model, test) = (Arc::clone(&shared), Arc::clone(model), test.shallow_clone());
+        let stacked: Vec<Tensor> = stacked.iter().map(Tensor::shallow_clone).collect();
+        // Nobody waits for the handle: a helper that starts after the last batch was taken
+        // returns at once.
+        let _ = pool.submit(move || shared.score(&*model, &stacked, &test));
+    }
+    shared.score(&**model, &stacked, test);
+    scores(shared.wait().into_iter(), test.len(), 1)[0]
+}
+
+/// Each model's parameters stacked along a leading model dimension; a lone model is a view of
+/// one, not a copy.
+fn stack(params: &[&ParamSet]) -> Vec<Tensor> {
+    match params {
+        [one] => one.tensors().iter().map(|t| t.unsqueeze(0)).collect(),
+        _ => (0..params.first().map_or(0, |p| p.tensors().len()))
+            .map(|i| Tensor::stack(&params.iter().map(|p| p.tensors()[i].shallow_clone()).collect::<Vec<_>>(), 0))
+            .collect(),
+    }
+}
+
+/// The `(begin, length)` of each test batch.
+fn batches(n: usize, batch_size: usize) -> impl Iterator<Item = (i64, i64)> {
+    let (n, size) = (n as i64, batch_size.max(1) as i64);
+    (0..n).step_by(size as usize).map(move |begin| (begin, size.min(n - begin)))
+}
+
+/// What one test batch adds to each model's counts.
+struct BatchCounts {
+    /// Top-1 hits, `[models]` int64.
+    correct: Tensor,
+    /// Top-5 hits, `[models]` int64.
+    top5: Tensor,
+    /// True positives per model and class, `[models, classes]` int64.
+    true_positives: Tensor,
+    /// Predictions per model and class, `[models, classes]` int64.
+    predictions: Tensor,
+    /// Labels per class, `[classes]` int64.
+    labels: Tensor,
+    /// The sum of the batch's cross-entropies, `[models]` double.
+    loss: Tensor,
+}
+
+/// The counts of the test samples `begin..begin + len` under the stacked models.
+fn batch_counts(model: &dyn Model, stacked: &[Tensor], test: &Dataset, begin: i64, len: i64) -> BatchCounts {
+    let models = stacked.first().map_or(1, |t| t.size()[0]);
+    let x = test.x.narrow(0, begin, len);
+    let y = test.y.narrow(0, begin, len);
+    let mut shape = vec![models];
+    shape.extend(x.size());
+    let logits = model.forward(stacked, &x.unsqueeze(0).expand(shape.as_slice(), false), &mut Mode::Eval);
+    let classes = *logits.size().last().expect("logits have a class dimension");
+    let predicted = logits.argmax(-1, false);
+    let hit = predicted.eq_tensor(&y);
+    let (_, best) = logits.topk(classes.min(5), -1, true, false);
+    let zeros = || Tensor::zeros([models, classes], (Kind::Int64, y.device()));
+    let targets = y.view([1, len]).expand([models, len], false);
+    let per_sample = logits.reshape([-1, classes]).cross_entropy_loss::<Tensor>(
+        &y.repeat([models]),
+        None,
+        Reduction::None,
+        -100,
+        0.0,
+    );
+    BatchCounts {
+        correct: hit.sum_dim_intlist(1, false, Kind::Int64),
+        top5: best.eq_tensor(&y.view([1, len, 1])).any_dim(-1, false).sum_dim_intlist(1, false, Kind::Int64),
+        true_positives: zeros().scatter_add(1, &targets, &hit.to_kind(Kind::Int64)),
+        predictions: zeros().scatter_add(1, &predicted, &predicted.ones_like()),
+        labels: Tensor::zeros([classes], (Kind::Int64, y.device())).scatter_add(0, &y, &y.ones_like()),
+        loss: per_sample.reshape([models, len]).sum_dim_intlist(1, false, Kind::Double),
+    }
+}
+
+/// The scores of `models` models from the counts of every batch of `n` test samples, added
+/// up in batch order (the loss sums are floating point: the order fixes their rounding).
+fn scores(counts: impl Iterator<Item = BatchCounts>, n: usize, models: usize) -> Vec<Scores> {
+    let total = counts
+        .reduce(|mut a, b| {
+            a.correct += b.correct;
+            a.top5 += b.top5;
+            a.true_positives += b.true_positives;
+            a.predictions += b.predictions;
+            a.labels += b.labels;
+            a.loss += b.loss;
+            a
+        })
+        .expect("at least one batch");
+    let [tp, pred, label] = [total.true_positives, total.predictions, total.labels].map(|t| t.to_kind(Kind::Double));
+    // F1 = 2TP / (2TP + FP + FN) = 2TP / (predictions + labels), over the classes present.
+    let present = (&pred + &label).gt(0.0);
+    let f1 = (&tp * 2.0 / (&pred + &label).clamp_min(1.0)) * present.to_kind(Kind::Double);
+    let macro_f1 = f1.sum_dim_intlist(1, false, Kind::Double) / present.sum_dim_intlist(1, false, Kind::Double);
+    let stats = Tensor::stack(
+        &[total.correct.to_kind(Kind::Double), total.loss, total.top5.to_kind(Kind::Double), macro_f1 * n as f64],
+        0,
+    )
+    .to_device(tch::Device::Cpu);
+    let v = Vec::<f64>::try_from(&stats.reshape([-1])).expect("four doubles per model");
+    let at = |row: usize, c: usize| v[row * models + c] / n as f64;
+    (0..models).map(|c| Scores { accuracy: at(0, c), loss: at(1, c), top5: at(2, c), macro_f1: at(3, c) }).collect()
+}
+
+/// Test batches handed out to whichever thread asks next, their counts kept in batch order.
+struct SharedBatches {
+    ranges: Vec<(i64, i64)>,
+    next: AtomicUsize,
+    done: Mutex<Vec<Option<std::thread::Result<BatchCounts>>>>,
+    finished: Condvar,
+}
+
+impl SharedBatches {
+    fn new(ranges: Vec<(i64, i64)>) -> Self {
+        let done = Mutex::new(ranges.iter().map(|_| None).collect());
+        SharedBatches { ranges, next: AtomicUsize::new(0), done, finished: Condvar::new() }
+    }
+
+    /// Scores batches until none is left to take.
+    fn score(&self, model: &dyn Model, stacked: &[Tensor], test: &Dataset) {
+        tch::no_grad(|| {
+            loop {
+                let i = self.next.fetch_add(1, Ordering::Relaxed);
+                let Some(&(begin, len)) = self.ranges.get(i) else { return };
+                let counts = catch_unwind(AssertUnwindSafe(|| batch_counts(model, stacked, test, begin, len)));
+                self.done.lock().unwrap_or_else(PoisonError::into_inner)[i] = Some(counts);
+                self.finished.notify_all();
+            }
+        })
+    }
+
+    /// Every batch's counts in order, once all are scored; a batch's panic goes on here.
+    fn wait(&self) -> Vec<BatchCounts> {
+        let mut done = self.done.lock().unwrap_or_else(PoisonError::into_inner);
+        while done.iter().any(Option::is_none) {
+            done = self.finished.wait(done).unwrap_or_else(PoisonError::into_inner);
+        }
+        done.drain(..)
+            .map(|c| match c.expect("every batch is scored") {
+                Ok(counts) => counts,
+                Err(panic) => std::panic::resume_unwind(panic),
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]
@@ -110,6 +226,7 @@ mod tests {
     use tch::Tensor;
 
     use super::*;
+    use crate::engine::pool::panic_message;
     use crate::testing::{TinyLinear, tiny_dataset};
 
     fn params(w: [f32; 4], b: [f32; 2]) -> ParamSet {
@@ -143,6 +260,98 @@ mod tests {
             assert_eq!((s.accuracy, s.top5, s.macro_f1), (alone.accuracy, alone.top5, alone.macro_f1));
             assert!((s.loss - alone.loss).abs() < 1e-6, "{} vs {}", s.loss, alone.loss);
         }
+    }
+
+    /// 50 samples in 13 batches of at most 4, and the parameters that score them.
+    fn fifty() -> (Dataset, ParamSet) {
+        let x = Tensor::arange(100, (Kind::Float, tch::Device::Cpu)).sin().reshape([50, 2]);
+        let y = Tensor::arange(50, (Kind::Int64, tch::Device::Cpu)).remainder(2);
+        // Large weights spread the losses over many orders of magnitude: their sum depends on its order.
+        (Dataset { x, y }, params([37.3, -12.9, 8.1, 25.7], [0.1, -0.2]))
+    }
+
+    #[test]
+    fn shared_batches_score_to_the_bit_as_one_thread_does() {
+        let model: Arc<dyn Model> = Arc::new(TinyLinear::default());
+        let (test, p) = fifty();
+        let alone = evaluate(&*model, &p, &test, 4);
+        for workers in [1, 2, 3, 8] {
+            let pool = WorkerPool::new(workers);
+            for _ in 0..10 {
+                assert_eq!(evaluate_shared(&pool, &model, &p, &test, 4), alone, "{workers} workers");
+            }
+        }
+        // A batch larger than the test set, and no test set at all.
+        let pool = WorkerPool::new(2);
+        assert_eq!(evaluate_shared(&pool, &model, &p, &test, 64), evaluate(&*model, &p, &test, 64));
+        let empty = Dataset { x: test.x.narrow(0, 0, 0), y: test.y.narrow(0, 0, 0) };
+        assert!(evaluate_shared(&pool, &model, &p, &empty, 4).accuracy.is_nan());
+    }
+
+    #[test]
+    fn busy_workers_do_not_hold_the_evaluation_up() {
+        let pool = WorkerPool::new(2);
+        let gate = Arc::new((Mutex::new(false), Condvar::new()));
+        let open = |gate: &(Mutex<bool>, Condvar)| {
+            *gate.0.lock().unwrap() = true;
+            gate.1.notify_all();
+        };
+        for _ in 0..2 {
+            let gate = Arc::clone(&gate);
+            let _ = pool.submit(move || {
+                let mut opened = gate.0.lock().unwrap();
+                while !*opened {
+                    opened = gate.1.wait(opened).unwrap();
+                }
+            });
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let model: Arc<dyn Model> = Arc::new(TinyLinear::default());
+                let (test, p) = fifty();
+                let _ = tx.send(evaluate_shared(&pool, &model, &p, &test, 4) == evaluate(&*model, &p, &test, 4));
+            });
+            let scored = rx.recv_timeout(std::time::Duration::from_secs(60));
+            open(&gate);
+            assert_eq!(scored, Ok(true), "the caller scores every batch while both workers are busy");
+        });
+    }
+
+    /// [`TinyLinear`] that panics on a batch holding the value 99.
+    #[derive(Default)]
+    struct PanicsOn99(TinyLinear);
+
+    impl Model for PanicsOn99 {
+        fn structure(&self) -> &Structure {
+            self.0.structure()
+        }
+        fn init(&self, rng: &mut Rng) -> ParamSet {
+            self.0.init(rng)
+        }
+        fn features(&self, body: &[Tensor], x: &Tensor, mode: &mut Mode) -> Tensor {
+            assert!(x.eq(99.0).any().int64_value(&[]) == 0, "sample 99");
+            self.0.features(body, x, mode)
+        }
+        fn flops_per_tensor(&self, shapes: &[Vec<i64>]) -> Vec<f64> {
+            self.0.flops_per_tensor(shapes)
+        }
+    }
+
+    #[test]
+    fn a_batch_that_panics_on_a_worker_panics_in_the_caller() {
+        let model: Arc<dyn Model> = Arc::new(PanicsOn99::default());
+        let (test, p) = fifty();
+        let _ = test.x.get(37).get(0).fill_(99.0); // in the tenth batch
+        let pool = WorkerPool::new(3);
+        for _ in 0..5 {
+            let panic = catch_unwind(AssertUnwindSafe(|| evaluate_shared(&pool, &model, &p, &test, 4)))
+                .expect_err("the tenth batch panics");
+            assert!(panic_message(&panic).contains("sample 99"), "{}", panic_message(&panic));
+        }
+        // The workers survive: a clean test set scores as before.
+        let (clean, _) = fifty();
+        assert_eq!(evaluate_shared(&pool, &model, &p, &clean, 4), evaluate(&*model, &p, &clean, 4));
     }
 
     use crate::rng::Rng;

@@ -41,7 +41,8 @@ impl<T> JobHandle<T> {
     }
 }
 
-fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
+/// The text a panic was raised with, or a stand-in.
+pub(crate) fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
     p.downcast_ref::<String>()
         .cloned()
         .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))

@@ -11,7 +11,7 @@ use tch::Tensor;
 use super::BYTES_PER_PARAM;
 use super::allocator;
 use super::cohort::{self, CohortSlot};
-use super::eval::{Scores, evaluate};
+use super::eval::{Scores, evaluate, evaluate_shared};
 use super::pack::PackMember;
 use super::personal;
 use super::pool::{JobHandle, WorkerPool};
@@ -720,7 +720,7 @@ impl World {
                     .evaluate(&self.model, &self.global, &self.test, self.eval.batch_size)
                     .wait()
                     .map_err(|source| EngineError::Evaluation { source })?,
-                None => evaluate(&*self.model, &self.global, &self.test, self.eval.batch_size),
+                None => evaluate_shared(&self.pool, &self.model, &self.global, &self.test, self.eval.batch_size),
             }
         } else {
             Scores::NONE
