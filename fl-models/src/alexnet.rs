@@ -39,7 +39,8 @@ use smart_default::SmartDefault;
 use tch::Tensor;
 
 use crate::cohort;
-use crate::layout::{Cursor, Layout, flatten, max_pool2, out_size};
+use crate::layout::{Cursor, Layout, flatten, out_size};
+use crate::pool::max_pool2;
 
 /// The model's registered name, which its errors begin with.
 const NAME: &str = "alexnet";

@@ -205,23 +205,6 @@ pub(crate) fn out_size(size: i64, kernel: i64, stride: i64, padding: i64) -> i64
     (size + 2 * padding - kernel).div_euclid(stride) + 1
 }
 
-/// 2×2 max-pooling with stride 2 (floor), PyTorch's `MaxPool2d(2)`, in the grouped layout.
-///
-/// Where no gradient will flow through it (evaluation, frozen layers), as the elementwise
-/// maximum of the four strided quarters of each window: the same values, about nine times
-/// faster on the CPU, where ATen's kernel records each window's argmax for a backward pass
-/// that will not come (`[32, 6, 28, 28]` on one core: 58 against 538 µs; in a profile of
-/// the fedasmu LeNet-5 runs that kernel in evaluation was 13% of the samples). Where a gradient
-/// flows, ATen's kernel, whose gradient goes to the first maximum of a window as in PyTorch.
-pub(crate) fn max_pool2(x: &Tensor) -> Tensor {
-    if x.requires_grad() {
-        return x.max_pool2d([2, 2], [2, 2], [0, 0], [1, 1], false);
-    }
-    let [.., h, w] = x.size()[..] else { panic!("max_pool2: expected [..., H, W], got {:?}", x.size()) };
-    let quarter = |row: i64, col: i64| x.slice(-2, row, 2 * (h / 2), 2).slice(-1, col, 2 * (w / 2), 2);
-    quarter(0, 0).maximum(&quarter(0, 1)).maximum(&quarter(1, 0).maximum(&quarter(1, 1)))
-}
-
 /// The grouped layout `[B, C·ch, H, W]` of `clients` clients flattened channel first (PyTorch's
 /// `flatten(1)` per sample) → `[C, B, ch·H·W]`, ready for [`crate::cohort::linear`].
 pub(crate) fn flatten(x: &Tensor, clients: i64) -> Tensor {
@@ -231,33 +214,6 @@ pub(crate) fn flatten(x: &Tensor, clients: i64) -> Tensor {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn max_pooling_is_pytorchs_with_and_without_a_gradient() {
-        // Odd and even sizes (floor mode drops the last row or column), ties, NaN and
-        // infinities: the values of `max_pool2d`, and with a gradient its gradient too.
-        let pytorch = |x: &Tensor| x.max_pool2d([2, 2], [2, 2], [0, 0], [1, 1], false);
-        for (i, shape) in [[2, 3, 8, 8], [1, 4, 7, 9], [3, 1, 2, 3], [2, 2, 3, 5]].iter().enumerate() {
-            let x = Tensor::randn(shape.as_slice(), (tch::Kind::Float, tch::Device::Cpu)).relu();
-            let _ = x.get(0).get(0).fill_(0.5);
-            let flat = x.view([-1]);
-            if flat.size()[0] > 9 {
-                let _ = flat.get(3).fill_(f64::NAN);
-                let _ = flat.get(9).fill_(f64::NEG_INFINITY);
-            }
-            let got = max_pool2(&x);
-            let want = pytorch(&x);
-            assert_eq!(got.size(), want.size(), "shape {i}");
-            assert!(got.isnan().equal(&want.isnan()), "shape {i}: NaN where max_pool2d has them");
-            assert!(got.nan_to_num(0.0, None, None).equal(&want.nan_to_num(0.0, None, None)), "shape {i}");
-            let leaf = x.nan_to_num(0.0, None, None).set_requires_grad(true);
-            let out = max_pool2(&leaf);
-            let grad = Tensor::run_backward(&[out.sum(tch::Kind::Float)], &[&leaf], false, false).remove(0);
-            let reference = leaf.detach().set_requires_grad(true);
-            let want = Tensor::run_backward(&[pytorch(&reference).sum(tch::Kind::Float)], &[&reference], false, false);
-            assert!(grad.equal(&want[0]), "shape {i}: the gradient of max_pool2d");
-        }
-    }
 
     #[test]
     fn sizes_follow_pytorchs_formula() {

@@ -27,7 +27,7 @@ use fl_core::{Structure, TensorSpec, UnitGroup, UnitMember};
 use serde::{Deserialize, Serialize};
 use tch::Tensor;
 
-use crate::layout::max_pool2;
+use crate::pool::max_pool2;
 use crate::{cohort, flops, init};
 
 /// Parameters of the `lenet5` component: none; the input shape fixes the padding.

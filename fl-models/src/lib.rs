@@ -21,6 +21,7 @@ pub mod init;
 mod layout;
 mod lenet5;
 mod mlp;
+mod pool;
 mod probability_mask;
 mod resnet20;
 #[cfg(test)]

@@ -44,7 +44,8 @@ use serde::{Deserialize, Serialize};
 use tch::Tensor;
 
 use crate::cohort;
-use crate::layout::{Cursor, Layout, max_pool2};
+use crate::layout::{Cursor, Layout};
+use crate::pool::max_pool2;
 
 /// The model's registered name, which its errors begin with.
 const NAME: &str = "vgg11";

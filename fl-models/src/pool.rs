@@ -1,0 +1,141 @@
+//! 2×2 max pooling with stride 2 (floor), PyTorch's `MaxPool2d(2)`, over the last two
+//! dimensions of a tensor in any layout the models use (`[N, ch, H, W]`, or the grouped
+//! `[B, C·ch, H, W]` of a cohort).
+//!
+//! ATen's CPU kernel is slow for it: it records each window's argmax one output at a time,
+//! 14 ns an output (`[32, 6, 28, 28]` on one core: 570 µs), and in a profile of the fedasmu
+//! LeNet-5 runs it was a quarter of all samples. So on the CPU:
+//! - where no gradient will flow (evaluation, frozen layers), the result is the elementwise
+//!   maximum of the four strided quarters of each window (58 µs);
+//! - where a gradient flows, a plain loop finds each window's maximum as ATen does (its first
+//!   maximum, or its last NaN), and a gather reads the values there (about 50 µs together).
+//!   The gather's gradient puts each output's gradient on that element and zero elsewhere:
+//!   ATen's max-pool gradient, to the bit, since the windows do not overlap.
+//!
+//! Elsewhere (CUDA, other dtypes) ATen's kernel runs.
+
+use tch::{Device, Kind, Tensor};
+
+/// PyTorch's `max_pool2d(x, 2, 2)`: the same values and, where `x` requires a gradient, the
+/// same gradient.
+pub(crate) fn max_pool2(x: &Tensor) -> Tensor {
+    let on_cpu = x.device() == Device::Cpu && x.kind() == Kind::Float;
+    if !on_cpu {
+        return x.max_pool2d([2, 2], [2, 2], [0, 0], [1, 1], false);
+    }
+    let size = x.size();
+    let [.., h, w] = size[..] else { panic!("max_pool2: expected [..., H, W], got {size:?}") };
+    if !x.requires_grad() {
+        let quarter = |row: i64, col: i64| x.slice(-2, row, 2 * (h / 2), 2).slice(-1, col, 2 * (w / 2), 2);
+        return quarter(0, 0).maximum(&quarter(0, 1)).maximum(&quarter(1, 0).maximum(&quarter(1, 1)));
+    }
+    let planes: i64 = size[..size.len() - 2].iter().product();
+    let (oh, ow) = (h / 2, w / 2);
+    let mut out_size = size[..size.len() - 2].to_vec();
+    out_size.extend([oh, ow]);
+    if planes * oh * ow == 0 {
+        return x.max_pool2d([2, 2], [2, 2], [0, 0], [1, 1], false);
+    }
+    let x = x.contiguous().reshape([planes, h * w]);
+    let at = tch::no_grad(|| window_maxima(&x, h, w));
+    x.gather(1, &at, false).reshape(out_size)
+}
+
+/// For `x` `[planes, h·w]` (contiguous float32 on the CPU), each 2×2 window's position in its
+/// plane of the element ATen's max pooling picks: `[planes, (h/2)·(w/2)]` int64.
+#[allow(unsafe_code)] // reason: the tensors' memory as slices, for a loop ATen has no fast op for.
+fn window_maxima(x: &Tensor, h: i64, w: i64) -> Tensor {
+    let planes = x.size()[0];
+    let (oh, ow) = (h / 2, w / 2);
+    let at = Tensor::empty([planes, oh * ow], (Kind::Int64, Device::Cpu));
+    assert!(
+        x.is_contiguous() && x.kind() == Kind::Float && x.device() == Device::Cpu && x.numel() as i64 == planes * h * w
+    );
+    // SAFETY: `x` is a contiguous float32 CPU tensor of planes·h·w elements, and `at` a new,
+    // contiguous int64 CPU tensor of planes·oh·ow elements that nothing else refers to. Both
+    // outlive the slices, and nothing writes to `x` meanwhile.
+    let (values, at_slice) = unsafe {
+        (
+            std::slice::from_raw_parts(x.data_ptr() as *const f32, (planes * h * w) as usize),
+            std::slice::from_raw_parts_mut(at.data_ptr() as *mut i64, (planes * oh * ow) as usize),
+        )
+    };
+    let (w, ow) = (w as usize, ow as usize);
+    for (plane, at) in values.chunks_exact((h as usize) * w).zip(at_slice.chunks_exact_mut((oh as usize) * ow)) {
+        for (oy, at) in at.chunks_exact_mut(ow).enumerate() {
+            let (top, bottom) = (&plane[2 * oy * w..][..2 * ow], &plane[(2 * oy + 1) * w..][..2 * ow]);
+            for (ox, at) in at.iter_mut().enumerate() {
+                let first = (2 * oy * w + 2 * ox) as i64;
+                // ATen's rule: from −∞ at the first element, take a larger value or any NaN. As
+                // selects, not branches: on random activations a branch is a coin toss.
+                let (mut best, mut max) = (first, f32::NEG_INFINITY);
+                for (v, j) in [
+                    (top[2 * ox], 0),
+                    (top[2 * ox + 1], 1),
+                    (bottom[2 * ox], w as i64),
+                    (bottom[2 * ox + 1], w as i64 + 1),
+                ] {
+                    let take = (v > max) | v.is_nan();
+                    max = if take { v } else { max };
+                    best = if take { first + j } else { best };
+                }
+                *at = best;
+            }
+        }
+    }
+    at
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pytorch(x: &Tensor) -> Tensor {
+        x.max_pool2d([2, 2], [2, 2], [0, 0], [1, 1], false)
+    }
+
+    /// The gradient of `Σ c ⊙ pool(x)` at `x`, with `c` fixed weights.
+    fn gradient(pool: impl Fn(&Tensor) -> Tensor, x: &Tensor) -> Tensor {
+        let leaf = x.detach().set_requires_grad(true);
+        let out = pool(&leaf);
+        let c = Tensor::arange(out.numel() as i64, (Kind::Float, Device::Cpu)).reshape(out.size()) + 1.0;
+        Tensor::run_backward(&[(out * c).sum(Kind::Float)], &[&leaf], false, false).remove(0)
+    }
+
+    #[test]
+    fn max_pooling_is_pytorchs_with_and_without_a_gradient() {
+        // Odd and even sizes (floor mode drops the last row or column), ties (ReLU's zeros and
+        // a constant corner), NaN (two in one window: ATen's gradient goes to the last) and
+        // infinities (a window of −∞ alone): the values of `max_pool2d`, and its gradient.
+        let shapes: [&[i64]; 5] = [&[2, 3, 8, 8], &[1, 4, 7, 9], &[3, 1, 2, 3], &[2, 2, 3, 5], &[5, 6, 5]];
+        for (i, shape) in shapes.iter().enumerate() {
+            let x = Tensor::randn(*shape, (Kind::Float, Device::Cpu)).relu();
+            let _ = x.select(-2, 0).fill_(0.5);
+            let flat = x.view([-1]);
+            let [.., w] = shape[..] else { unreachable!() };
+            if flat.size()[0] > 2 * w + 2 {
+                let _ = flat.get(1).fill_(f64::NAN);
+                let _ = flat.get(w).fill_(f64::NAN);
+                for j in [2, 3, w + 2, w + 3] {
+                    let _ = flat.get(j).fill_(f64::NEG_INFINITY);
+                }
+            }
+            for x in [x.detach(), x.detach().set_requires_grad(true)] {
+                let (got, want) = (max_pool2(&x), pytorch(&x));
+                assert_eq!(got.size(), want.size(), "shape {i}");
+                assert!(got.isnan().equal(&want.isnan()), "shape {i}: NaN where max_pool2d has them");
+                assert!(got.nan_to_num(0.0, None, None).equal(&want.nan_to_num(0.0, None, None)), "shape {i}");
+            }
+            assert!(gradient(max_pool2, &x).equal(&gradient(pytorch, &x)), "shape {i}: the gradient of max_pool2d");
+        }
+    }
+
+    #[test]
+    fn a_strided_input_pools_as_its_contiguous_copy() {
+        let x = Tensor::randn([3, 6, 10], (Kind::Float, Device::Cpu)).transpose(1, 2);
+        assert!(!x.is_contiguous());
+        assert!(gradient(max_pool2, &x).equal(&gradient(pytorch, &x)));
+        let leaf = x.detach().set_requires_grad(true);
+        assert!(max_pool2(&leaf).equal(&pytorch(&leaf)));
+    }
+}
