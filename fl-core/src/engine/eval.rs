@@ -73,7 +73,7 @@ pub fn evaluate_shared(
     if helpers == 0 || test.y.device().is_cuda() {
         return evaluate(&**model, params, test, batch_size);
     }
-    let stacked = stack(&[params]);
+    let stacked = tch::no_grad(|| stack(&[params]));
     let shared = Arc::new(SharedBatches::new(ranges));
     for _ in 0..helpers {
         let (shared, model, test) = (Arc::clone(&shared), Arc::clone(model), test.shallow_clone());
