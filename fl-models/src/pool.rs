@@ -7,10 +7,11 @@
 //! LeNet-5 runs it was a quarter of all samples. So on the CPU:
 //! - where no gradient will flow (evaluation, frozen layers), the result is the elementwise
 //!   maximum of the four strided quarters of each window (58 µs);
-//! - where a gradient flows, a plain loop finds each window's maximum as ATen does (its first
-//!   maximum, or its last NaN), and a gather reads the values there (about 50 µs together).
-//!   The gather's gradient puts each output's gradient on that element and zero elsewhere:
-//!   ATen's max-pool gradient, to the bit, since the windows do not overlap.
+//! - where a gradient flows, a branch-free loop finds the element of each window ATen picks
+//!   (its first maximum, or its last NaN), and a gather reads the values there (21 µs on that
+//!   shape; the loop took 3.4% of a LeNet-5 run's samples where ATen's kernel took 25%). The
+//!   gather's gradient puts each output's gradient on that element and zero elsewhere: ATen's
+//!   max-pool gradient, to the bit, since the windows do not overlap.
 //!
 //! Elsewhere (CUDA, other dtypes) ATen's kernel runs.
 
