@@ -22,7 +22,7 @@ use tch::{Device, Kind, Tensor};
 pub(crate) fn max_pool2(x: &Tensor) -> Tensor {
     let on_cpu = x.device() == Device::Cpu && x.kind() == Kind::Float;
     if !on_cpu {
-        return x.max_pool2d([2, 2], [2, 2], [0, 0], [1, 1], false);
+        return aten_max_pool2(x);
     }
     let size = x.size();
     let [.., h, w] = size[..] else { panic!("max_pool2: expected [..., H, W], got {size:?}") };
@@ -35,11 +35,16 @@ pub(crate) fn max_pool2(x: &Tensor) -> Tensor {
     let mut out_size = size[..size.len() - 2].to_vec();
     out_size.extend([oh, ow]);
     if planes * oh * ow == 0 {
-        return x.max_pool2d([2, 2], [2, 2], [0, 0], [1, 1], false);
+        return aten_max_pool2(x);
     }
     let x = x.contiguous().reshape([planes, h * w]);
     let at = tch::no_grad(|| window_maxima(&x, h, w));
     x.gather(1, &at, false).reshape(out_size)
+}
+
+/// ATen's `max_pool2d(x, 2, 2)`, the reference the other paths match.
+fn aten_max_pool2(x: &Tensor) -> Tensor {
+    x.max_pool2d([2, 2], [2, 2], [0, 0], [1, 1], false)
 }
 
 /// For `x` `[planes, h·w]` (contiguous float32 on the CPU), each 2×2 window's position in its
@@ -106,10 +111,6 @@ fn maxima(values: &[f32], at: &mut [i64], h: usize, w: usize) {
 mod tests {
     use super::*;
 
-    fn pytorch(x: &Tensor) -> Tensor {
-        x.max_pool2d([2, 2], [2, 2], [0, 0], [1, 1], false)
-    }
-
     /// The gradient of `Σ c ⊙ pool(x)` at `x`, with `c` fixed weights.
     fn gradient(pool: impl Fn(&Tensor) -> Tensor, x: &Tensor) -> Tensor {
         let leaf = x.detach().set_requires_grad(true);
@@ -137,12 +138,15 @@ mod tests {
                 }
             }
             for x in [x.detach(), x.detach().set_requires_grad(true)] {
-                let (got, want) = (max_pool2(&x), pytorch(&x));
+                let (got, want) = (max_pool2(&x), aten_max_pool2(&x));
                 assert_eq!(got.size(), want.size(), "shape {i}");
                 assert!(got.isnan().equal(&want.isnan()), "shape {i}: NaN where max_pool2d has them");
                 assert!(got.nan_to_num(0.0, None, None).equal(&want.nan_to_num(0.0, None, None)), "shape {i}");
             }
-            assert!(gradient(max_pool2, &x).equal(&gradient(pytorch, &x)), "shape {i}: the gradient of max_pool2d");
+            assert!(
+                gradient(max_pool2, &x).equal(&gradient(aten_max_pool2, &x)),
+                "shape {i}: the gradient of max_pool2d"
+            );
         }
     }
 
@@ -150,8 +154,8 @@ mod tests {
     fn a_strided_input_pools_as_its_contiguous_copy() {
         let x = Tensor::randn([3, 6, 10], (Kind::Float, Device::Cpu)).transpose(1, 2);
         assert!(!x.is_contiguous());
-        assert!(gradient(max_pool2, &x).equal(&gradient(pytorch, &x)));
+        assert!(gradient(max_pool2, &x).equal(&gradient(aten_max_pool2, &x)));
         let leaf = x.detach().set_requires_grad(true);
-        assert!(max_pool2(&leaf).equal(&pytorch(&leaf)));
+        assert!(max_pool2(&leaf).equal(&aten_max_pool2(&leaf)));
     }
 }
