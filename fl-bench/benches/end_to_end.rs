@@ -27,6 +27,8 @@ use fl_core::trainer::reference::ReferenceSgd;
 use fl_core::{Experiment, RunOptions};
 
 use fl_algos as _;
+// `fl`'s allocator (mimalloc, which also serves libtorch's tensors): the figures are `fl`'s.
+use fl_cli as _;
 use fl_data as _;
 use fl_models as _;
 
