@@ -16,6 +16,9 @@
 //! FedAvg within run-to-run noise; peak resident size 4-10% higher. The metrics are the same
 //! to the bit with either allocator.
 //!
+//! The `mimalloc` feature (a default) brings it in; `cargo build -p fl-cli --no-default-features`
+//! builds an `fl` on glibc's allocator, to compare or where mimalloc misbehaves.
+//!
 //! Test binaries of the other crates keep glibc (`fl_core::engine::heap_bytes_in_use` reads
 //! glibc's heap statistics); this crate's own tests run under mimalloc and check that
 //! libtorch's tensors bypass glibc.

@@ -1,6 +1,7 @@
 //! The `fl` command line, as a library so that third-party plugin binaries can reuse it:
 //! `fn main() -> ExitCode { fl_cli::main() }`.
 
+#[cfg(feature = "mimalloc")]
 mod allocator;
 mod args;
 mod commands;
