@@ -1,0 +1,67 @@
+#!/bin/bash
+# Prepares gpu-bundle/ for a lent GPU machine, where building would spend its short budget:
+# the stripped release `fl` and end-to-end bench binaries, MNIST gzipped, and the kdd23 full
+# MNIST column (67 runs, at an unrun seed so that none is restored from records/) as a pack
+# directory; under 64 MiB in all, and ignored through .git/info/exclude. From the repository
+# root, on the CPU machine:
+#   fl-bench/scripts/gpu_bundle.sh
+# then on the GPU machine, from the repository root with gpu-bundle carried along:
+#   gpu-bundle/run.sh
+# which runs gpu_checks.sh (quickstart on CUDA and CPU, the column as one pack for
+# $PACK_SECONDS, default 150; first the experiment $CELL, a path from the repository root,
+# with CUDA graphs and without, if set) and the end-to-end bench (CPU, then CUDA), each under a
+# timeout, about 8 minutes together, and leaves their outputs in $OUT.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+b=gpu-bundle
+mkdir -p .git/info
+grep -qx "/$b/" .git/info/exclude 2>/dev/null || echo "/$b/" >> .git/info/exclude
+rm -rf "$b"
+mkdir -p "$b/data/mnist" "$b/pack"
+
+cargo build --release -p fl-cli
+strip -o "$b/fl" target/release/fl
+bench=$(cargo bench -p fl-bench --bench end_to_end --no-run --message-format=json |
+    python3 -c 'import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "end_to_end":
+        print(m["executable"])')
+strip -o "$b/end_to_end" "$bench"
+
+data=${FL_DATA_DIR:-$HOME/.cache/fl/data}/mnist
+for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
+    gzip -c "$data/$f" > "$b/data/mnist/$f.gz"
+done
+
+emit=$(mktemp -d)
+cargo xtask reproduce kdd23 --scale full --only mnist --seeds 9 --emit slurm "$emit/slurm" --out "$emit/out" >/dev/null
+for toml in "$emit"/slurm/experiments/*.toml; do
+    run="$b/pack/$(basename "$toml" .toml)"
+    mkdir -p "$run"
+    cp "$toml" "$run/experiment.toml"
+done
+rm -rf "$emit"
+
+cat > "$b/run.sh" <<'EOF'
+#!/bin/bash
+# Issue 28's GPU figures, from the repository root of the GPU machine (see
+# fl-bench/scripts/gpu_bundle.sh); outputs in $OUT.
+set -u
+cd "$(dirname "$0")/.."
+b=gpu-bundle
+out=${OUT:-$(mktemp -d)}
+torch=$(python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))')
+export LD_LIBRARY_PATH="$torch/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export LIBTORCH="$torch" FL_DATA_DIR="$PWD/$b/data" FL_BENCH_DIR="$PWD/fl-bench"
+gunzip -kf "$b"/data/mnist/*.gz
+{ nvidia-smi -L; python3 -c 'import torch; print("torch", torch.__version__)'; nproc; } > "$out/machine.txt" 2>&1
+timeout 300 fl-bench/scripts/gpu_checks.sh "$PWD/$b/fl" "$PWD/$b/pack" "${PACK_SECONDS:-150}" ${CELL:+"$PWD/$CELL"} > "$out/gpu_checks.txt" 2>&1
+echo "gpu_checks.sh: exit status $?" >> "$out/gpu_checks.txt"
+timeout 280 "$b/end_to_end" --bench > "$out/bench.txt" 2>&1
+echo "end_to_end: exit status $?" >> "$out/bench.txt"
+cp "$b/pack/pack.txt" "$out/" 2>/dev/null
+grep -v "memory plan" "$out/machine.txt" "$out/gpu_checks.txt" "$out/bench.txt"
+EOF
+chmod +x "$b/run.sh"
+du -sh "$b"
