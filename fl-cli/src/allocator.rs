@@ -11,10 +11,10 @@
 //! them after a delay (its `purge_delay`), so a step reuses the last step's memory.
 //!
 //! Measured on the 2-core machine (README, performance section): the FedAvg MLP benchmark and
-//! the kdd23 cell 3-6% faster, a reduced asyncnc `cnn3` run tested every round 25% faster
-//! (6 M page faults to 0.09 M), VGG-11 FedDyn with one worker 4-20% faster (12 M faults to 0.8 M); LeNet-5 and VGG-11
-//! FedAvg within run-to-run noise; peak resident size 4-10% higher. The metrics are the same
-//! to the bit with either allocator.
+//! the kdd23 cell 3-6% faster, a reduced asyncnc `cnn3` run tested every round 25% faster (6 M
+//! page faults to 0.09 M), VGG-11 FedDyn with one worker 4-20% faster (12 M faults to 0.8 M);
+//! LeNet-5 and VGG-11 FedAvg within run-to-run noise; peak resident size 4-10% higher. The
+//! metrics are the same to the bit with either allocator.
 //!
 //! The `mimalloc` feature (a default) brings it in; `cargo build -p fl-cli --no-default-features`
 //! builds an `fl` on glibc's allocator, to compare or where mimalloc misbehaves.

@@ -13,12 +13,12 @@
 //! returns freed pages itself; there the trim finds glibc's heap empty and costs nothing. Other
 //! programs on this crate (the test binaries) keep glibc's allocator and its trims.
 //!
-//! Measured under glibc (release build, CPU, one worker; VGG-11 of 9.2 M elements, 37 MB a copy; 100
-//! clients, two synchronous rounds of all 100): peak resident size without → with the trims,
-//! FedAvg 7.45 → 4.59 GB, MOON 11.40 → 10.71 GB, FedDyn 18.46 → 10.66 GB, and the FedDyn run
-//! took 89 s instead of 107 s. On small models the trims cost nothing measurable: the FedAvg
-//! MNIST benchmark per client (100 jobs) took 3.87 and 3.74 s with them against 3.80 and 3.80 s
-//! without, run alternately.
+//! Measured under glibc (release build, CPU, one worker; VGG-11 of 9.2 M elements, 37 MB a
+//! copy; 100 clients, two synchronous rounds of all 100): peak resident size without → with
+//! the trims, FedAvg 7.45 → 4.59 GB, MOON 11.40 → 10.71 GB, FedDyn 18.46 → 10.66 GB, and the
+//! FedDyn run took 89 s instead of 107 s. On small models the trims cost nothing measurable:
+//! the FedAvg MNIST benchmark per client (100 jobs) took 3.87 and 3.74 s with them against 3.80
+//! and 3.80 s without, run alternately.
 
 /// Returns free heap pages to the operating system (glibc); a no-op elsewhere.
 ///
