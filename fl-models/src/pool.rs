@@ -20,8 +20,8 @@ use tch::{Device, Kind, Tensor};
 /// PyTorch's `max_pool2d(x, 2, 2)`: the same values and, where `x` requires a gradient, the
 /// same gradient.
 pub(crate) fn max_pool2(x: &Tensor) -> Tensor {
-    let on_cpu = x.device() == Device::Cpu && x.kind() == Kind::Float;
-    if !on_cpu {
+    let cpu_float = x.device() == Device::Cpu && x.kind() == Kind::Float;
+    if !cpu_float {
         return aten_max_pool2(x);
     }
     let size = x.size();
@@ -76,7 +76,7 @@ fn window_maxima(x: &Tensor, h: i64, w: i64) -> Tensor {
     at
 }
 
-/// [`maxima`] compiled for AVX2: four windows at a time.
+/// [`maxima`] compiled with AVX2 enabled, for the machines that have it.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 fn maxima_avx2(values: &[f32], at: &mut [i64], h: usize, w: usize) {
