@@ -49,7 +49,7 @@ pub use job_memory::{JobMemory, job_memory};
 pub use learned_width::{WidthAllocation, WidthBudget};
 pub use mask::{Coverage, Mask, StructuredMask, TensorRole};
 pub use mask_policy::{MaskCtx, MaskPolicy};
-pub use model::{Gate, GateUsage, Mode, Model, Training, forward_one};
+pub use model::{Gate, GateUsage, LossGradients, Mode, Model, Training, forward_one};
 pub use params::ParamSet;
 pub use profile::{DeviceProfile, Pricing};
 pub use registry::{Builder, Component, Method, Params, Registry};

@@ -88,9 +88,18 @@ impl<'a> Mode<'a> {
     /// Inverted dropout with probability `p` on `x` (`[C, ...]`, client first) in training
     /// mode, each client's mask from its own stream; the identity otherwise.
     pub fn dropout(&mut self, x: &Tensor, p: f64) -> Tensor {
+        match self.dropout_mask(x, p) {
+            Some(mask) => x * mask,
+            None => x.shallow_clone(),
+        }
+    }
+
+    /// The mask [`Mode::dropout`] multiplies `x` by (0 or `1 / (1 − p)`, laid out as `x`), drawn
+    /// as it draws it; `None` where dropout is the identity (evaluation, or `p` 0).
+    pub fn dropout_mask(&mut self, x: &Tensor, p: f64) -> Option<Tensor> {
         match self {
-            Mode::Train(t) if p > 0.0 => x * t.noise.dropout_mask_for(x, p),
-            _ => x.shallow_clone(),
+            Mode::Train(t) if p > 0.0 => Some(t.noise.dropout_mask_for(x, p)),
+            _ => None,
         }
     }
 
@@ -240,6 +249,34 @@ pub trait Model: Send + Sync {
     fn records_usage(&self) -> bool {
         false
     }
+
+    /// A training step's cross-entropy and its gradients, derived by hand instead of by
+    /// autograd, for models whose steps are too small for autograd's bookkeeping to vanish next
+    /// to the arithmetic. The loss is [`Model::forward`]'s: client `c`'s is
+    /// `Σ_b weights[c, b] · CE(logits[c, b], y[c·B + b])`, with `params`, `x` and `mode` as
+    /// `forward` takes them and `y` the labels `[C·B]`. The pass must draw from `mode` exactly
+    /// what `forward` draws, so that either way of training a client sees the same noise, and
+    /// give every tensor's gradient ([`LossGradients`]). `None` (the default): the trainer
+    /// differentiates `forward` with autograd.
+    fn loss_gradients(
+        &self,
+        _params: &[Tensor],
+        _x: &Tensor,
+        _y: &Tensor,
+        _weights: &Tensor,
+        _mode: &mut Mode,
+    ) -> Option<LossGradients> {
+        None
+    }
+}
+
+/// What [`Model::loss_gradients`] computes.
+pub struct LossGradients {
+    /// `[C]`: each client's loss (no graph attached).
+    pub per_client: Tensor,
+    /// The gradient of the summed loss with respect to each tensor of `params`, in order, each
+    /// of its tensor's shape (buffers' undefined).
+    pub grads: Vec<Tensor>,
 }
 
 /// `x Wᵀ + b` per client: `x` `[C, B, in]`, `w` `[C, out, in]`, `b` `[C, out]` → `[C, B, out]`,

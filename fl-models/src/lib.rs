@@ -12,6 +12,7 @@
 //! must reference this crate (`use fl_models as _;`) for the registrations to survive linking.
 
 mod alexnet;
+pub mod by_hand;
 mod cnn2;
 mod cnn3;
 pub mod cohort;

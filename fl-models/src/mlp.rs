@@ -22,13 +22,13 @@
 //! are not counted.
 
 use fl_core::rng::Rng;
-use fl_core::{DataSpec, InvalidKey, Mode, Model, ModelError, ModelFromConfig, ParamSet, Result};
+use fl_core::{DataSpec, InvalidKey, LossGradients, Mode, Model, ModelError, ModelFromConfig, ParamSet, Result};
 use fl_core::{Structure, TensorSpec, UnitGroup, UnitMember};
 use serde::{Deserialize, Serialize};
 use smart_default::SmartDefault;
 use tch::Tensor;
 
-use crate::{cohort, flops, init};
+use crate::{by_hand, cohort, flops, init};
 
 /// Where a hidden layer's dropout sits relative to its ReLU (equivalent; see the module doc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -124,10 +124,16 @@ impl Mlp {
     }
 
     fn hidden_activation(&self, h: &Tensor, mode: &mut Mode) -> Tensor {
-        let p = self.cfg.dropout;
-        match self.cfg.dropout_position {
-            DropoutPosition::BeforeRelu => mode.dropout(h, p).relu(),
-            DropoutPosition::AfterRelu => mode.dropout(&h.relu(), p),
+        let mask = mode.dropout_mask(h, self.cfg.dropout);
+        self.activate(h, mask.as_ref())
+    }
+
+    /// ReLU and the dropout `mask` (laid out as `h`), in the configured order.
+    fn activate(&self, h: &Tensor, mask: Option<&Tensor>) -> Tensor {
+        match (mask, self.cfg.dropout_position) {
+            (None, _) => h.relu(),
+            (Some(m), DropoutPosition::BeforeRelu) => (h * m).relu(),
+            (Some(m), DropoutPosition::AfterRelu) => h.relu() * m,
         }
     }
 }
@@ -154,6 +160,39 @@ impl Model for Mlp {
     fn flops_per_tensor(&self, shapes: &[Vec<i64>]) -> Vec<f64> {
         shapes.iter().map(|s| flops::of_tensor(s, 1)).collect()
     }
+
+    /// The forward pass of [`Model::forward`] in the feature-major layout ([`by_hand`]), its
+    /// dropout masks drawn for the same views in the same order, then the backward pass.
+    fn loss_gradients(
+        &self,
+        params: &[Tensor],
+        x: &Tensor,
+        y: &Tensor,
+        weights: &Tensor,
+        mode: &mut Mode,
+    ) -> Option<LossGradients> {
+        let layers = params.len() / 2;
+        // Each layer's input and the dropout mask applied to it.
+        let mut inputs = vec![x.flatten(2, -1).transpose(1, 2)];
+        let mut masks = vec![None];
+        let mut z = by_hand::linear(&inputs[0], &params[0], &params[1]);
+        for layer in params.chunks(2).skip(1) {
+            let mask = mode.dropout_mask(&z.transpose(1, 2), self.cfg.dropout).map(|m| m.transpose(1, 2));
+            inputs.push(self.activate(&z, mask.as_ref()));
+            masks.push(mask);
+            z = by_hand::linear(inputs.last().expect("pushed"), &layer[0], &layer[1]);
+        }
+        let (per_client, mut dz) = by_hand::cross_entropy(&z, y, weights);
+        let mut grads: Vec<Tensor> = params.iter().map(|_| Tensor::new()).collect();
+        for l in (0..layers).rev() {
+            let (dw, db, da) = by_hand::linear_backward(&dz, &inputs[l], &params[2 * l], l > 0);
+            (grads[2 * l], grads[2 * l + 1]) = (dw, db);
+            if let Some(da) = da {
+                dz = by_hand::relu_backward(&da, &inputs[l], masks[l].as_ref());
+            }
+        }
+        Some(LossGradients { per_client, grads })
+    }
 }
 
 impl ModelFromConfig for Mlp {
@@ -178,8 +217,11 @@ mod tests {
     use super::*;
     use crate::testing::{assert_default_init, assert_grads_flow, input, labels, noise};
     use fl_core::forward_one;
+    use fl_core::rng::{CohortNoise, TensorNoise};
+    use proptest::prelude::{Just, ProptestConfig, any};
+    use proptest::{prop_oneof, proptest};
     use rand::SeedableRng;
-    use tch::Kind;
+    use tch::{Device, Kind, Reduction};
 
     fn mnist() -> DataSpec {
         DataSpec { input_shape: vec![1, 28, 28], classes: 10, vocab_size: None }
@@ -373,6 +415,63 @@ mod tests {
         let (lb, gb) = run(&after);
         assert!(la.equal(&lb));
         assert!(ga.iter().zip(&gb).all(|(a, b)| a.equal(b)));
+    }
+
+    /// `loss_gradients` against autograd on `forward` and the trainer's loss, with the same noise.
+    fn assert_gradients_by_hand_equal_autograd(m: &Mlp, params: &[Tensor], c: i64, b: i64, seed: u64) {
+        let cohort_noise =
+            || CohortNoise::new((0..c as u64).map(|i| TensorNoise::new(seed + i)).collect(), Device::Cpu);
+        let x = input(&[c, b, 1, 28, 28], seed);
+        let y = labels(c * b, 10).roll([seed as i64].as_slice(), [0i64].as_slice());
+        // Some weights 0, as for padded samples.
+        let weights = input(&[c, b], seed + 1).clamp_min(0.0);
+        let leaves: Vec<Tensor> = params.iter().map(|t| t.detach().copy().set_requires_grad(true)).collect();
+        let mut noise_a = cohort_noise();
+        let logits = m.forward(&leaves, &x, &mut Mode::train(&mut noise_a));
+        let per_sample = logits.reshape([-1, 10]).cross_entropy_loss::<Tensor>(&y, None, Reduction::None, -100, 0.0);
+        let want = (per_sample.reshape([c, b]) * &weights).sum_dim_intlist(1, false, Kind::Float);
+        let grads = Tensor::run_backward(&[want.sum(Kind::Float)], &leaves.iter().collect::<Vec<_>>(), false, false);
+
+        let mut noise_h = cohort_noise();
+        let found = tch::no_grad(|| m.loss_gradients(params, &x, &y, &weights, &mut Mode::train(&mut noise_h)))
+            .expect("the mlp has hand-derived gradients");
+        assert_eq!(noise_h.draws(), noise_a.draws(), "the same noise draws");
+        assert!(found.per_client.allclose(&want, 1e-5, 1e-6, false), "{} against {want}", found.per_client);
+        assert_eq!(found.grads.len(), grads.len());
+        for (i, (hand, auto)) in found.grads.iter().zip(&grads).enumerate() {
+            assert_eq!(hand.size(), auto.size(), "tensor {i}");
+            let diff = (hand - auto).abs().max().double_value(&[]);
+            assert!(diff < 1e-5, "tensor {i}: by hand and by autograd differ by {diff}");
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(16))]
+
+        #[test]
+        fn gradients_by_hand_equal_autograd(
+            depth in 0usize..3, width in 1i64..40, dropout in prop_oneof![Just(0.0), Just(0.5)], before in any::<bool>(),
+            c in 1i64..4, b in 1i64..20, seed in 0u64..1000,
+        ) {
+            let position = if before { DropoutPosition::BeforeRelu } else { DropoutPosition::AfterRelu };
+            let m = mlp(&vec![width; depth], dropout, position);
+            // Each client its own parameters: the clients must stay apart.
+            let inits: Vec<ParamSet> = (0..c as u64).map(|i| m.init(&mut Rng::seed_from_u64(seed + i))).collect();
+            let stacked: Vec<Tensor> = (0..m.structure().tensors.len())
+                .map(|j| Tensor::stack(&inits.iter().map(|p| p.tensors()[j].shallow_clone()).collect::<Vec<_>>(), 0))
+                .collect();
+            assert_gradients_by_hand_equal_autograd(&m, &stacked, c, b, seed);
+        }
+    }
+
+    #[test]
+    fn gradients_by_hand_of_the_kdd23_mlp_and_of_a_sub_model_equal_autograd() {
+        let m = mlp(&[200], 0.5, DropoutPosition::BeforeRelu);
+        let p = m.init(&mut Rng::seed_from_u64(11));
+        let one = |p: &ParamSet| p.tensors().iter().map(|t| t.unsqueeze(0)).collect::<Vec<_>>();
+        assert_gradients_by_hand_equal_autograd(&m, &one(&p), 1, 128, 5);
+        let sub = m.structure().width_prefix_mask(0.5).unwrap().extract(&p);
+        assert_gradients_by_hand_equal_autograd(&m, &one(&sub), 1, 32, 6);
     }
 
     #[test]

@@ -196,6 +196,8 @@ fn image(c: i64, side: i64) -> DataSpec {
     DataSpec { input_shape: vec![c, side, side], classes: 10, vocab_size: None }
 }
 
+/// The cohort takes the MLP's hand-derived gradients, the reference loop autograd's: this also
+/// checks the one against the other through whole jobs (padded batches, masks, FedProx).
 #[test]
 fn mlp_with_dropout_momentum_and_prox_trains_the_same_in_a_cohort() {
     let c = case("mlp", "hidden = [16, 8]\ndropout = 0.5", image(1, 6), &[9, 4, 13, 1], None);

@@ -6,7 +6,11 @@
 //! A model pulled mid-training is mixed in with weight `pull_weight`. FedProx's proximal term,
 //! FedDyn's linear and quadratic terms, MOON's model-contrastive term
 //! ([`crate::trainer::contrastive`]) and ASO-Fed's decay-coefficient gradient
-//! ([`crate::trainer::decay_gradient`]) are options of the same trainer.
+//! ([`crate::trainer::decay_gradient`]) are options of the same trainer. FedProx's and
+//! FedDyn's terms enter as their gradients, added to the loss gradient in place. Where the loss
+//! is plain cross-entropy (no MOON, distillation, usage or quantisation term) and the model has
+//! hand-derived gradients ([`Model::loss_gradients`], the MLP), a step takes them instead of
+//! running autograd.
 //!
 //! The learning rate of a client at a step is `lr · decay · scaling(d)`, `d` the job's delay
 //! and `scaling` by default `1 / (1 + delay_alpha · d)` (see [`crate::trainer::rates`]); asyncnc's clients use Adam re-created every
@@ -476,6 +480,9 @@ struct SgdCohort {
     quantizer: Option<Quantizer>,
     /// AdaViT: the usage loss of the clients' decisions, when the jobs spend their budgets so.
     usage: Option<UsageLoss>,
+    /// Whether steps take the model's hand-derived gradients where it has them: the loss is
+    /// plain cross-entropy (no MOON, distillation, usage or quantisation term).
+    by_hand: bool,
     /// FedASMU's learned merge, its weight and reward (a cohort of one).
     pull_merge: Option<PullMerge>,
     schedule: BatchSchedule,
@@ -747,6 +754,7 @@ impl SgdCohort {
             .collect();
         let rates = RateTable::new(&rate_config, &clients, device);
         let stopping = cfg.patience.map(|p| EarlyStopping::new(p, schedule.epochs(), device));
+        let by_hand = contrast.is_none() && cfg.distill.is_none() && usage.is_none() && quantizer.is_none();
         Ok(SgdCohort {
             cfg: sgd.cfg.clone(),
             loss_sum: Tensor::zeros([jobs.len() as i64], (Kind::Float, device)),
@@ -772,6 +780,7 @@ impl SgdCohort {
             pull,
             width,
             platon,
+            by_hand,
             quantizer,
             usage,
             pull_merge: None,
@@ -881,104 +890,55 @@ impl SgdCohort {
             Some(augment) => augment.apply(&x, &mut self.noise),
             None => x,
         };
-        // Buffers (BatchNorm statistics) go in as views the forward pass updates in place.
-        let mut inputs: Vec<Tensor> = self
-            .params
-            .iter()
-            .zip(&self.trainable)
-            .map(|(p, &t)| if t { p.narrow(0, 0, k).detach().set_requires_grad(true) } else { p.narrow(0, 0, k) })
-            .collect();
         let valid = self.schedule.padded(t).then(|| weights.gt(0.0).to_kind(Kind::Float));
         // A stopped client's buffers must not move either: keep a copy to restore.
         let frozen: Vec<(usize, Tensor)> = match &self.stopping {
-            Some(_) => (0..inputs.len()).filter(|&i| !self.trainable[i]).map(|i| (i, inputs[i].copy())).collect(),
+            Some(_) => (0..self.params.len())
+                .filter(|&i| !self.trainable[i])
+                .map(|i| (i, self.params[i].narrow(0, 0, k).copy()))
+                .collect(),
             None => Vec::new(),
         };
-        // Q-ViT: the forward pass runs on fake-quantised copies of the weights.
-        let quantised = self.quantizer.as_ref().map(|q| q.leaves(k));
-        let forward_inputs = match (&self.quantizer, &quantised) {
-            (Some(q), Some(leaves)) => q.forward_inputs(&inputs, leaves),
-            _ => inputs.iter().map(Tensor::shallow_clone).collect(),
-        };
-        let mut mode = Mode::padded(&mut self.noise, valid.as_ref());
-        // MOON reads the features the classifier reads, from the same pass.
-        let (per_client, batch_loss, features) = match (&self.contrast, &self.cfg.distill) {
-            (Some(_), _) => {
-                let (body, head) = split_classifier(&forward_inputs);
-                let z = self.model.features(body, &x, &mut mode);
-                let per_client = cross_entropy(&linear(&z, &head[0], &head[1]), &y, &weights);
-                let reported = per_client.detach();
-                (per_client, reported, Some(z))
-            }
-            (None, Some(distill)) => {
-                let logits = self.model.forward_exits(&forward_inputs, &x, &mut mode, &self.readouts);
-                let (per_client, deepest) = distill.loss(&logits, &y, &weights);
-                (per_client, deepest.detach(), None)
-            }
-            (None, None) => {
-                let per_client = cross_entropy(&self.model.forward(&forward_inputs, &x, &mut mode), &y, &weights);
-                let reported = per_client.detach();
-                (per_client, reported, None)
-            }
-        };
-        // AdaViT: the decisions' kept shares pulled to each client's budget.
-        let per_client = match &self.usage {
-            Some(usage) => per_client + usage.loss(mode.take_usage(), k),
-            None => per_client,
+        let by_hand = if self.by_hand { self.hand_gradients(k, &x, &y, &weights, valid.as_ref()) } else { None };
+        let (batch_loss, mut grads) = match by_hand {
+            Some(found) => found,
+            None => self.autograd_gradients(k, &x, &y, &weights, valid.as_ref()),
         };
         let mut seen = self.loss_sum.narrow(0, 0, k);
-        match &mut self.stopping {
+        match &self.stopping {
             Some(stop) => {
                 let active = stop.active.narrow(0, 0, k);
                 seen += &batch_loss * &active;
                 for (i, old) in frozen {
-                    let restored = inputs[i].where_self(&per_client_view(&active.gt(0.0), inputs[i].dim()), &old);
-                    tch::no_grad(|| inputs[i].copy_(&restored));
+                    let mut buffer = self.params[i].narrow(0, 0, k);
+                    let restored = buffer.where_self(&per_client_view(&active.gt(0.0), buffer.dim()), &old);
+                    tch::no_grad(|| buffer.copy_(&restored));
                 }
             }
             None => seen += &batch_loss,
         }
-        let mut loss = per_client.sum(Kind::Float);
-        if let (Some(contrast), Some(z)) = (&self.contrast, &features) {
-            loss = loss + contrast.loss(&self.model, z, &self.start, &x, &weights);
-        }
-        let leaves: Vec<&Tensor> = inputs.iter().zip(&self.trainable).filter(|(_, t)| **t).map(|(p, _)| p).collect();
-        if self.cfg.prox_mu > 0.0 {
-            let prox = inputs
-                .iter()
-                .zip(&self.start)
-                .zip(&self.trainable)
-                .filter(|(_, t)| **t)
-                .map(|((p, s), _)| (p - s.narrow(0, 0, k)).square().sum(Kind::Float))
-                .reduce(|a, b| a + b)
-                .expect("at least one trainable tensor");
-            loss = loss + prox * (self.cfg.prox_mu / 2.0);
-        }
-        let mut leaves = leaves;
-        if let (Some(q), Some(quantised)) = (&self.quantizer, &quantised) {
-            loss = loss + q.penalty(quantised, k).sum(Kind::Float);
-            leaves.extend(quantised);
-        }
-        let mut leaf_grads = Tensor::run_backward(&[loss], &leaves, false, false).into_iter();
-        let mut grads: Vec<Tensor> = self
-            .trainable
-            .iter()
-            .map(|&t| if t { leaf_grads.next().expect("one gradient per leaf") } else { Tensor::new() })
-            .collect();
-        if let Some(q) = &mut self.quantizer {
-            q.step(leaf_grads.collect(), k);
-        }
-        // FedDyn's α/2 ‖w − w_start‖² − ⟨g, w⟩ enters as its gradient α (w − w_start) − g, added
-        // in place: no graph of model-sized terms at every step.
-        if let Some(g) = &self.dyn_state {
-            let alpha = self.cfg.dyn_alpha;
-            tch::no_grad(|| {
-                for (i, grad) in grads.iter_mut().enumerate().filter(|(i, _)| self.trainable[*i]) {
-                    let w = self.params[i].narrow(0, 0, k);
-                    *grad += (&w - self.start[i].narrow(0, 0, k)) * alpha - g[i].narrow(0, 0, k);
+        // FedProx's μ/2 ‖w − w_start‖² and FedDyn's α/2 ‖w − w_start‖² − ⟨g, w⟩ enter as their
+        // gradients, μ (w − w_start) and α (w − w_start) − g, added in place: no graph of
+        // model-sized terms at every step. They reach every trained tensor, also one the
+        // cross-entropy does not reach (a block outside a depth window).
+        tch::no_grad(|| {
+            for (i, grad) in grads.iter_mut().enumerate().filter(|(i, _)| self.trainable[*i]) {
+                let drift = || &self.params[i].narrow(0, 0, k) - self.start[i].narrow(0, 0, k);
+                let mut add = |term: Tensor| {
+                    if grad.defined() {
+                        *grad += term;
+                    } else {
+                        *grad = term;
+                    }
+                };
+                if self.cfg.prox_mu > 0.0 {
+                    add(drift() * self.cfg.prox_mu);
                 }
-            });
-        }
+                if let Some(g) = &self.dyn_state {
+                    add(drift() * self.cfg.dyn_alpha - g[i].narrow(0, 0, k));
+                }
+            }
+        });
         if let Some(decay) = &mut self.decay {
             decay.apply(&mut grads, k);
         }
@@ -997,6 +957,97 @@ impl SgdCohort {
         if let Some(index) = &mut self.device_step {
             let _ = index.g_add_scalar_(1);
         }
+    }
+
+    /// The first `k` clients' batch losses `[k]` and every tensor's gradient (undefined for
+    /// tensors that do not train) from the model's hand-derived gradients
+    /// ([`Model::loss_gradients`]), if it has them.
+    fn hand_gradients(
+        &mut self,
+        k: i64,
+        x: &Tensor,
+        y: &Tensor,
+        weights: &Tensor,
+        valid: Option<&Tensor>,
+    ) -> Option<(Tensor, Vec<Tensor>)> {
+        let inputs: Vec<Tensor> = self.params.iter().map(|p| p.narrow(0, 0, k)).collect();
+        let mut mode = Mode::padded(&mut self.noise, valid);
+        let found = tch::no_grad(|| self.model.loss_gradients(&inputs, x, y, weights, &mut mode))?;
+        let grads =
+            found.grads.into_iter().zip(&self.trainable).map(|(g, &t)| if t { g } else { Tensor::new() }).collect();
+        Some((found.per_client, grads))
+    }
+
+    /// The first `k` clients' batch losses `[k]` (detached) and every tensor's gradient
+    /// (undefined for tensors that do not train) by autograd, through the options that add to
+    /// the loss (MOON, distillation, AdaViT's usage, Q-ViT's quantisation).
+    fn autograd_gradients(
+        &mut self,
+        k: i64,
+        x: &Tensor,
+        y: &Tensor,
+        weights: &Tensor,
+        valid: Option<&Tensor>,
+    ) -> (Tensor, Vec<Tensor>) {
+        // Buffers (BatchNorm statistics) go in as views the forward pass updates in place.
+        let inputs: Vec<Tensor> = self
+            .params
+            .iter()
+            .zip(&self.trainable)
+            .map(|(p, &t)| if t { p.narrow(0, 0, k).detach().set_requires_grad(true) } else { p.narrow(0, 0, k) })
+            .collect();
+        // Q-ViT: the forward pass runs on fake-quantised copies of the weights.
+        let quantised = self.quantizer.as_ref().map(|q| q.leaves(k));
+        let forward_inputs = match (&self.quantizer, &quantised) {
+            (Some(q), Some(leaves)) => q.forward_inputs(&inputs, leaves),
+            _ => inputs.iter().map(Tensor::shallow_clone).collect(),
+        };
+        let mut mode = Mode::padded(&mut self.noise, valid);
+        // MOON reads the features the classifier reads, from the same pass.
+        let (per_client, batch_loss, features) = match (&self.contrast, &self.cfg.distill) {
+            (Some(_), _) => {
+                let (body, head) = split_classifier(&forward_inputs);
+                let z = self.model.features(body, x, &mut mode);
+                let per_client = cross_entropy(&linear(&z, &head[0], &head[1]), y, weights);
+                let reported = per_client.detach();
+                (per_client, reported, Some(z))
+            }
+            (None, Some(distill)) => {
+                let logits = self.model.forward_exits(&forward_inputs, x, &mut mode, &self.readouts);
+                let (per_client, deepest) = distill.loss(&logits, y, weights);
+                (per_client, deepest.detach(), None)
+            }
+            (None, None) => {
+                let per_client = cross_entropy(&self.model.forward(&forward_inputs, x, &mut mode), y, weights);
+                let reported = per_client.detach();
+                (per_client, reported, None)
+            }
+        };
+        // AdaViT: the decisions' kept shares pulled to each client's budget.
+        let per_client = match &self.usage {
+            Some(usage) => per_client + usage.loss(mode.take_usage(), k),
+            None => per_client,
+        };
+        let mut loss = per_client.sum(Kind::Float);
+        if let (Some(contrast), Some(z)) = (&self.contrast, &features) {
+            loss = loss + contrast.loss(&self.model, z, &self.start, x, weights);
+        }
+        let mut leaves: Vec<&Tensor> =
+            inputs.iter().zip(&self.trainable).filter(|(_, t)| **t).map(|(p, _)| p).collect();
+        if let (Some(q), Some(quantised)) = (&self.quantizer, &quantised) {
+            loss = loss + q.penalty(quantised, k).sum(Kind::Float);
+            leaves.extend(quantised);
+        }
+        let mut leaf_grads = Tensor::run_backward(&[loss], &leaves, false, false).into_iter();
+        let grads: Vec<Tensor> = self
+            .trainable
+            .iter()
+            .map(|&t| if t { leaf_grads.next().expect("one gradient per leaf") } else { Tensor::new() })
+            .collect();
+        if let Some(q) = &mut self.quantizer {
+            q.step(leaf_grads.collect(), k);
+        }
+        (batch_loss, grads)
     }
 
     /// The loss and the loss gradient of every trainable tensor at the current parameters on
