@@ -6,9 +6,9 @@
 //! batch gather, the dropout noise, the forward pass with the loss, the backward pass and the
 //! masked update; then one large matrix product for the device's FLOP/s.
 
+use fl_core::Mode;
 use fl_core::rng::{CohortNoise, TensorNoise};
 use fl_core::tch::{Cuda, Device, Kind, Reduction, Tensor};
-use fl_core::{Builder, DataSpec, Mode, Params, Registry};
 
 use fl_algos as _;
 use fl_data as _;
@@ -36,15 +36,7 @@ fn main() {
     let device = if args.first().is_none_or(|d| d == "cuda") { Device::Cuda(0) } else { Device::Cpu };
     let arg = |i: usize, default: i64| args.get(i).map_or(default, |a| a.parse().expect("a number"));
     let (k, b, steps) = (arg(1, 670), arg(2, 128), arg(3, 10) as usize);
-    let spec = DataSpec { input_shape: vec![1, 28, 28], classes: 10, vocab_size: None };
-    let registry = Registry::get().expect("registry");
-    let Builder::Model(build) =
-        registry.component(fl_core::ComponentKind::Model, "mlp", "args", "model").expect("mlp").build
-    else {
-        unreachable!("registry keys builders by kind")
-    };
-    let table: fl_core::toml::Table = fl_core::toml::from_str("hidden = [200]\ndropout = 0.5").expect("toml");
-    let model = build(&Params::new("args", "model", table), &spec).expect("model builds");
+    let model = fl_bench::mnist_mlp("hidden = [200]\ndropout = 0.5");
     let opts = (Kind::Float, device);
     let data = Tensor::rand([60_000, 1, 28, 28], opts);
     let labels = Tensor::randint(10, [60_000], (Kind::Int64, device));

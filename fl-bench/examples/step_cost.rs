@@ -6,9 +6,9 @@
 //! prints the largest difference between the two gradients of each tensor.
 
 use fl_cli as _;
+use fl_core::Mode;
 use fl_core::rng::{CohortNoise, TensorNoise};
 use fl_core::tch::{Device, Kind, Reduction, Tensor};
-use fl_core::{Builder, DataSpec, Mode, Params, Registry};
 
 use fl_algos as _;
 use fl_data as _;
@@ -32,15 +32,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let arg = |i: usize, default: i64| args.get(i).map_or(default, |a| a.parse().expect("a number"));
     let (b, k, steps) = (arg(0, 32), arg(1, 1), arg(2, 3000) as usize);
-    let spec = DataSpec { input_shape: vec![1, 28, 28], classes: 10, vocab_size: None };
-    let registry = Registry::get().expect("registry");
-    let Builder::Model(build) =
-        registry.component(fl_core::ComponentKind::Model, "mlp", "args", "model").expect("mlp").build
-    else {
-        unreachable!("registry keys builders by kind")
-    };
-    let table: fl_core::toml::Table = fl_core::toml::from_str("hidden = [200]\ndropout = 0.5").expect("toml");
-    let model = build(&Params::new("args", "model", table), &spec).expect("model builds");
+    let model = fl_bench::mnist_mlp("hidden = [200]\ndropout = 0.5");
     let opts = (Kind::Float, Device::Cpu);
     let data = Tensor::rand([6000, 1, 28, 28], opts);
     let labels = Tensor::randint(10, [6000], (Kind::Int64, Device::Cpu));

@@ -24,15 +24,20 @@ pub struct MlpWorkload {
 pub const BATCH: usize = 32;
 pub const LR: f64 = 0.05;
 
+/// The registered `mlp` for MNIST-shaped inputs (`[1, 28, 28]`, 10 classes), its parameters
+/// given as TOML (`"hidden = [200]\ndropout = 0.5"`, the kdd23 model).
+pub fn mnist_mlp(params: &str) -> Arc<dyn Model> {
+    let registry = Registry::get().expect("registry");
+    let spec = DataSpec { input_shape: vec![1, 28, 28], classes: 10, vocab_size: None };
+    let comp = registry.component(ComponentKind::Model, "mlp", "bench", "model").expect("mlp is registered");
+    let Builder::Model(build) = comp.build else { unreachable!("registry keys builders by kind") };
+    let table: fl_core::toml::Table = fl_core::toml::from_str(params).expect("mlp parameters parse");
+    build(&Params::new("bench", "model", table), &spec).expect("mlp builds")
+}
+
 impl MlpWorkload {
     pub fn new(samples: usize) -> Self {
-        let registry = Registry::get().expect("registry");
-        let spec = DataSpec { input_shape: vec![1, 28, 28], classes: 10, vocab_size: None };
-        let comp = registry.component(ComponentKind::Model, "mlp", "bench", "model").expect("mlp is registered");
-        let Builder::Model(build) = comp.build else { unreachable!("registry keys builders by kind") };
-        let mut table = fl_core::toml::Table::new();
-        table.insert("hidden".into(), fl_core::toml::Value::Array(vec![200.into()]));
-        let model = build(&Params::new("bench", "model", table), &spec).expect("mlp builds");
+        let model = mnist_mlp("hidden = [200]");
         let x = Tensor::rand([samples as i64, 1, 28, 28], (TKind::Float, Device::Cpu));
         let y = Tensor::randint(10, [samples as i64], (TKind::Int64, Device::Cpu));
         let trainer = Sgd::new(SgdConfig { lr: LR, batch_size: BATCH, epochs: 1, ..Default::default() });

@@ -497,6 +497,17 @@ struct SgdCohort {
     factors: [Tensor; 5],
 }
 
+/// One step's batch as the gradient passes read it: the clients still training `k`, their
+/// inputs `[k, b, ...]`, labels `[k·b]` and loss weights `[k, b]`, and, where some samples are
+/// padding, the mask of the real ones `[k, b]`.
+struct StepBatch {
+    k: i64,
+    x: Tensor,
+    y: Tensor,
+    weights: Tensor,
+    valid: Option<Tensor>,
+}
+
 fn is_true(on: &bool) -> bool {
     *on
 }
@@ -891,6 +902,7 @@ impl SgdCohort {
             None => x,
         };
         let valid = self.schedule.padded(t).then(|| weights.gt(0.0).to_kind(Kind::Float));
+        let batch = StepBatch { k, x, y, weights, valid };
         // A stopped client's buffers must not move either: keep a copy to restore.
         let frozen: Vec<(usize, Tensor)> = match &self.stopping {
             Some(_) => (0..self.params.len())
@@ -899,10 +911,10 @@ impl SgdCohort {
                 .collect(),
             None => Vec::new(),
         };
-        let by_hand = if self.by_hand { self.hand_gradients(k, &x, &y, &weights, valid.as_ref()) } else { None };
+        let by_hand = if self.by_hand { self.hand_gradients(&batch) } else { None };
         let (batch_loss, mut grads) = match by_hand {
             Some(found) => found,
-            None => self.autograd_gradients(k, &x, &y, &weights, valid.as_ref()),
+            None => self.autograd_gradients(&batch),
         };
         let mut seen = self.loss_sum.narrow(0, 0, k);
         match &self.stopping {
@@ -962,16 +974,10 @@ impl SgdCohort {
     /// The first `k` clients' batch losses `[k]` and every tensor's gradient (undefined for
     /// tensors that do not train) from the model's hand-derived gradients
     /// ([`Model::loss_gradients`]), if it has them.
-    fn hand_gradients(
-        &mut self,
-        k: i64,
-        x: &Tensor,
-        y: &Tensor,
-        weights: &Tensor,
-        valid: Option<&Tensor>,
-    ) -> Option<(Tensor, Vec<Tensor>)> {
-        let inputs: Vec<Tensor> = self.params.iter().map(|p| p.narrow(0, 0, k)).collect();
-        let mut mode = Mode::padded(&mut self.noise, valid);
+    fn hand_gradients(&mut self, batch: &StepBatch) -> Option<(Tensor, Vec<Tensor>)> {
+        let StepBatch { k, x, y, weights, valid } = batch;
+        let inputs: Vec<Tensor> = self.params.iter().map(|p| p.narrow(0, 0, *k)).collect();
+        let mut mode = Mode::padded(&mut self.noise, valid.as_ref());
         let found = tch::no_grad(|| self.model.loss_gradients(&inputs, x, y, weights, &mut mode))?;
         let grads =
             found.grads.into_iter().zip(&self.trainable).map(|(g, &t)| if t { g } else { Tensor::new() }).collect();
@@ -981,14 +987,9 @@ impl SgdCohort {
     /// The first `k` clients' batch losses `[k]` (detached) and every tensor's gradient
     /// (undefined for tensors that do not train) by autograd, through the options that add to
     /// the loss (MOON, distillation, AdaViT's usage, Q-ViT's quantisation).
-    fn autograd_gradients(
-        &mut self,
-        k: i64,
-        x: &Tensor,
-        y: &Tensor,
-        weights: &Tensor,
-        valid: Option<&Tensor>,
-    ) -> (Tensor, Vec<Tensor>) {
+    fn autograd_gradients(&mut self, batch: &StepBatch) -> (Tensor, Vec<Tensor>) {
+        let StepBatch { k, x, y, weights, valid } = batch;
+        let k = *k;
         // Buffers (BatchNorm statistics) go in as views the forward pass updates in place.
         let inputs: Vec<Tensor> = self
             .params
@@ -1002,7 +1003,7 @@ impl SgdCohort {
             (Some(q), Some(leaves)) => q.forward_inputs(&inputs, leaves),
             _ => inputs.iter().map(Tensor::shallow_clone).collect(),
         };
-        let mut mode = Mode::padded(&mut self.noise, valid);
+        let mut mode = Mode::padded(&mut self.noise, valid.as_ref());
         // MOON reads the features the classifier reads, from the same pass.
         let (per_client, batch_loss, features) = match (&self.contrast, &self.cfg.distill) {
             (Some(_), _) => {
