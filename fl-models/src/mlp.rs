@@ -20,6 +20,9 @@
 //!
 //! FLOPs follow [`crate::flops`]: 2 per multiply-add and 1 per bias addition; ReLU and dropout
 //! are not counted.
+//!
+//! **Training steps** take gradients derived by hand ([`Model::loss_gradients`], on the layers
+//! of [`crate::by_hand`]) instead of autograd's, the same to rounding (tests require 1e-5).
 
 use fl_core::rng::Rng;
 use fl_core::{DataSpec, InvalidKey, LossGradients, Mode, Model, ModelError, ModelFromConfig, ParamSet, Result};
