@@ -5,7 +5,8 @@
 //! masks, structured sub-models and clients of different sizes. Models with BatchNorm buffers
 //! (which the reference loop does not handle) are checked against the same trainer run on
 //! cohorts of one: each client ends with the same parameters and buffers alone and in a cohort.
-//! Training also learns: the new convolutional models reduce the loss of a learnable task.
+//! Training also learns: the new convolutional models reduce the loss of a learnable task. And
+//! the MLP's plain cross-entropy steps take its hand-derived gradients, not autograd's.
 
 use std::sync::Arc;
 
@@ -205,6 +206,56 @@ fn mlp_with_dropout_momentum_and_prox_trains_the_same_in_a_cohort() {
         let d = c.max_difference(&cfg(momentum, prox));
         assert!(d <= 1e-5, "momentum {momentum}, prox {prox}: max difference {d}");
     }
+}
+
+/// A model that counts the calls of its inner model's `loss_gradients`.
+struct CountingHandGradients {
+    inner: Arc<dyn Model>,
+    calls: std::sync::atomic::AtomicUsize,
+}
+
+impl Model for CountingHandGradients {
+    fn structure(&self) -> &fl_core::Structure {
+        self.inner.structure()
+    }
+    fn init(&self, rng: &mut rng::Rng) -> fl_core::ParamSet {
+        self.inner.init(rng)
+    }
+    fn features(&self, body: &[Tensor], x: &Tensor, mode: &mut fl_core::Mode) -> Tensor {
+        self.inner.features(body, x, mode)
+    }
+    fn flops_per_tensor(&self, shapes: &[Vec<i64>]) -> Vec<f64> {
+        self.inner.flops_per_tensor(shapes)
+    }
+    fn loss_gradients(
+        &self,
+        params: &[Tensor],
+        x: &Tensor,
+        y: &Tensor,
+        weights: &Tensor,
+        mode: &mut fl_core::Mode,
+    ) -> Option<fl_core::LossGradients> {
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.inner.loss_gradients(params, x, y, weights, mode)
+    }
+}
+
+/// Every step of plain cross-entropy training takes the MLP's hand-derived gradients (a change
+/// that lost them would still train the same, only slower); a loss with another term (MOON's)
+/// takes autograd's.
+#[test]
+fn plain_cross_entropy_steps_take_the_hand_derived_gradients() {
+    let mut c = case("mlp", "hidden = [16]\ndropout = 0.5", image(1, 6), &[9, 4, 13], None);
+    let counting = Arc::new(CountingHandGradients { inner: Arc::clone(&c.model), calls: 0.into() });
+    c.model = counting.clone();
+    let calls = || counting.calls.load(std::sync::atomic::Ordering::Relaxed);
+    let out = Sgd::new(cfg(0.5, 0.3)).train_cohort(c.jobs()).unwrap();
+    // Lockstep steps: the largest client's, 2 epochs of ⌈13 / 4⌉ batches.
+    assert_eq!(out.iter().map(|o| o.steps).max(), Some(8));
+    assert_eq!(calls(), 8);
+    let moon = SgdConfig { moon_mu: 1.0, ..cfg(0.5, 0.0) };
+    Sgd::new(moon).train_cohort(c.jobs()).unwrap();
+    assert_eq!(calls(), 8, "MOON's steps run autograd");
 }
 
 #[test]
