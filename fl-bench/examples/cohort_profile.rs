@@ -8,7 +8,8 @@
 
 use fl_core::Mode;
 use fl_core::rng::{CohortNoise, TensorNoise};
-use fl_core::tch::{Cuda, Device, Kind, Reduction, Tensor};
+use fl_core::tch::{Cuda, Device, Kind, Tensor};
+use fl_core::trainer::sgd::cross_entropy;
 
 use fl_algos as _;
 use fl_data as _;
@@ -62,8 +63,7 @@ fn main() {
     let loss_of = |inputs: &[Tensor], noise: &mut CohortNoise| {
         let mut mode = Mode::train(noise);
         let logits = model.forward(inputs, &x, &mut mode);
-        let per_sample = logits.reshape([-1, 10]).cross_entropy_loss::<Tensor>(&y, None, Reduction::None, -100, 0.0);
-        (per_sample.reshape([k, b]) * &weights).sum(Kind::Float)
+        cross_entropy(&logits, &y, &weights).sum(Kind::Float)
     };
     let forward = timed(device, steps, || {
         let _ = loss_of(&params, &mut noise);

@@ -8,7 +8,8 @@
 use fl_cli as _;
 use fl_core::Mode;
 use fl_core::rng::{CohortNoise, TensorNoise};
-use fl_core::tch::{Device, Kind, Reduction, Tensor};
+use fl_core::tch::{Device, Kind, Tensor};
+use fl_core::trainer::sgd::cross_entropy;
 
 use fl_algos as _;
 use fl_data as _;
@@ -50,8 +51,7 @@ fn main() {
         let (x, y) = batch();
         let leaves: Vec<Tensor> = params.iter().map(|p| p.detach().set_requires_grad(true)).collect();
         let logits = model.forward(&leaves, &x, &mut Mode::train(&mut noise));
-        let per_sample = logits.reshape([-1, 10]).cross_entropy_loss::<Tensor>(&y, None, Reduction::None, -100, 0.0);
-        let loss = (per_sample.reshape([k, b]) * &weights).sum(Kind::Float);
+        let loss = cross_entropy(&logits, &y, &weights).sum(Kind::Float);
         by_autograd = Tensor::run_backward(&[loss], &leaves.iter().collect::<Vec<_>>(), false, false);
     });
     let (mut noise, mut by_hand) = (streams(), Vec::new());

@@ -34,10 +34,10 @@ pub fn linear_backward(dz: &Tensor, x: &Tensor, w: &Tensor, input: bool) -> (Ten
 pub fn cross_entropy(z: &Tensor, y: &Tensor, weights: &Tensor) -> (Tensor, Tensor) {
     let [c, _, b] = z.size()[..] else { panic!("cross_entropy: logits [C, classes, B], got {:?}", z.size()) };
     let log_p = z.log_softmax(1, Kind::Float);
-    let y = y.view([c, 1, b]);
-    let minus_w = -weights.view([c, 1, b]);
+    let (y, w) = (y.view([c, 1, b]), weights.view([c, 1, b]));
+    let minus_w = -&w;
     let per_client = (log_p.gather(1, &y, false) * &minus_w).sum_dim_intlist([1i64, 2].as_slice(), false, Kind::Float);
-    let mut dz = log_p.exp() * weights.view([c, 1, b]);
+    let mut dz = log_p.exp() * &w;
     let _ = dz.scatter_add_(1, &y, &minus_w);
     (per_client, dz)
 }
@@ -55,16 +55,8 @@ pub fn relu_backward(da: &Tensor, a: &Tensor, mask: Option<&Tensor>) -> Tensor {
 mod tests {
     use super::*;
     use crate::testing::{input, labels};
+    use fl_core::trainer::sgd;
     use proptest::prelude::*;
-    use tch::Reduction;
-
-    /// The loss autograd differentiates in the trainer: logits `[C, B, classes]`.
-    fn autograd_loss(logits: &Tensor, y: &Tensor, weights: &Tensor) -> Tensor {
-        let [c, b, classes] = logits.size()[..] else { unreachable!() };
-        let per_sample =
-            logits.reshape([-1, classes]).cross_entropy_loss::<Tensor>(y, None, Reduction::None, -100, 0.0);
-        (per_sample.reshape([c, b]) * weights).sum_dim_intlist(1, false, Kind::Float)
-    }
 
     fn max_diff(a: &Tensor, b: &Tensor) -> f64 {
         assert_eq!(a.size(), b.size());
@@ -123,7 +115,7 @@ mod tests {
 
             let h = fl_core::model::linear(&x, &w1, &b1);
             let h = match &mask { Some(m) => (h * m.transpose(1, 2)).relu(), None => h.relu() };
-            let want = autograd_loss(&fl_core::model::linear(&h, &w2, &b2), &y, &weights);
+            let want = sgd::cross_entropy(&fl_core::model::linear(&h, &w2, &b2), &y, &weights);
             let grads = Tensor::run_backward(&[want.sum(Kind::Float)], &[&w1, &b1, &w2, &b2], false, false);
 
             let (w1, b1, w2, b2) = (w1.detach(), b1.detach(), w2.detach(), b2.detach());

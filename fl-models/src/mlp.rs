@@ -221,10 +221,11 @@ mod tests {
     use crate::testing::{assert_default_init, assert_grads_flow, input, labels, noise};
     use fl_core::forward_one;
     use fl_core::rng::{CohortNoise, TensorNoise};
+    use fl_core::trainer::sgd::cross_entropy;
     use proptest::prelude::{Just, ProptestConfig, any};
     use proptest::{prop_oneof, proptest};
     use rand::SeedableRng;
-    use tch::{Device, Kind, Reduction};
+    use tch::{Device, Kind};
 
     fn mnist() -> DataSpec {
         DataSpec { input_shape: vec![1, 28, 28], classes: 10, vocab_size: None }
@@ -431,8 +432,7 @@ mod tests {
         let leaves: Vec<Tensor> = params.iter().map(|t| t.detach().copy().set_requires_grad(true)).collect();
         let mut noise_a = cohort_noise();
         let logits = m.forward(&leaves, &x, &mut Mode::train(&mut noise_a));
-        let per_sample = logits.reshape([-1, 10]).cross_entropy_loss::<Tensor>(&y, None, Reduction::None, -100, 0.0);
-        let want = (per_sample.reshape([c, b]) * &weights).sum_dim_intlist(1, false, Kind::Float);
+        let want = cross_entropy(&logits, &y, &weights);
         let grads = Tensor::run_backward(&[want.sum(Kind::Float)], &leaves.iter().collect::<Vec<_>>(), false, false);
 
         let mut noise_h = cohort_noise();

@@ -537,8 +537,8 @@ fn unaliased(grads: Vec<Tensor>) -> Vec<Tensor> {
 }
 
 /// Each client's weighted cross-entropy `[k]`: `logits` `[k, b, classes]`, `y` `[k·b]`,
-/// `weights` `[k, b]`.
-pub(crate) fn cross_entropy(logits: &Tensor, y: &Tensor, weights: &Tensor) -> Tensor {
+/// `weights` `[k, b]`; the loss a step differentiates (and [`Model::loss_gradients`] computes).
+pub fn cross_entropy(logits: &Tensor, y: &Tensor, weights: &Tensor) -> Tensor {
     let [k, b, classes] = logits.size()[..] else { panic!("logits [k, b, classes], got {:?}", logits.size()) };
     let per_sample = logits.reshape([-1, classes]).cross_entropy_loss::<Tensor>(y, None, Reduction::None, -100, 0.0);
     (per_sample.reshape([k, b]) * weights).sum_dim_intlist(1, false, Kind::Float)
