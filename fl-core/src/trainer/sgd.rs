@@ -480,9 +480,6 @@ struct SgdCohort {
     quantizer: Option<Quantizer>,
     /// AdaViT: the usage loss of the clients' decisions, when the jobs spend their budgets so.
     usage: Option<UsageLoss>,
-    /// Whether steps take the model's hand-derived gradients where it has them: the loss is
-    /// plain cross-entropy (no MOON, distillation, usage or quantisation term).
-    by_hand: bool,
     /// FedASMU's learned merge, its weight and reward (a cohort of one).
     pull_merge: Option<PullMerge>,
     schedule: BatchSchedule,
@@ -765,7 +762,6 @@ impl SgdCohort {
             .collect();
         let rates = RateTable::new(&rate_config, &clients, device);
         let stopping = cfg.patience.map(|p| EarlyStopping::new(p, schedule.epochs(), device));
-        let by_hand = contrast.is_none() && cfg.distill.is_none() && usage.is_none() && quantizer.is_none();
         Ok(SgdCohort {
             cfg: sgd.cfg.clone(),
             loss_sum: Tensor::zeros([jobs.len() as i64], (Kind::Float, device)),
@@ -791,7 +787,6 @@ impl SgdCohort {
             pull,
             width,
             platon,
-            by_hand,
             quantizer,
             usage,
             pull_merge: None,
@@ -873,6 +868,12 @@ impl SgdCohort {
             && self.cfg.augment.is_none()
     }
 
+    /// Whether a step's loss is plain cross-entropy (no MOON, distillation, usage or
+    /// quantisation term), so that it may take the model's hand-derived gradients.
+    fn plain_cross_entropy(&self) -> bool {
+        self.contrast.is_none() && self.cfg.distill.is_none() && self.usage.is_none() && self.quantizer.is_none()
+    }
+
     /// Runs steps up to `until` replayed from CUDA graphs: step 0 eagerly, which tells how many
     /// noise draws a step makes, then every draw and table row read at device counters.
     fn run_captured(&mut self, until: usize) -> Result<()> {
@@ -911,7 +912,7 @@ impl SgdCohort {
                 .collect(),
             None => Vec::new(),
         };
-        let by_hand = if self.by_hand { self.hand_gradients(&batch) } else { None };
+        let by_hand = if self.plain_cross_entropy() { self.hand_gradients(&batch) } else { None };
         let (batch_loss, mut grads) = match by_hand {
             Some(found) => found,
             None => self.autograd_gradients(&batch),
