@@ -115,15 +115,28 @@ pub struct CohortNoise {
     widest: i64,
     /// Noise of draws `[first, first + len)`, `[len, C, width]` on the device.
     block: Option<NoiseBlock>,
-    /// Draws counted on the device ([`CohortNoise::count_on_device`]).
+    /// Draws read at a counter on the device ([`CohortNoise::count_on_device`]).
     on_device: Option<DeviceDraws>,
 }
 
-/// The keys of draws `[first, first + len)`, `[len, C, 1]` int32, and the next draw's offset
-/// from `first`, int64 `[1]`, both on the device.
+/// Steps whose draws are read at a counter kept on the device, so that a step captured as a
+/// CUDA graph draws fresh noise at every replay. Their noise is hashed a block of whole steps
+/// at a time, between steps, into one buffer that the steps read at the counter: a step
+/// replays a row lookup per draw, not the hash's few dozen kernels.
 #[derive(Debug)]
 struct DeviceDraws {
+    /// The keys of every draw counted on the device, `[draws, C, 1]` int32.
     keys: Tensor,
+    /// Draws each step makes.
+    per_step: i64,
+    /// Steps announced, and steps started so far.
+    steps: i64,
+    started: i64,
+    /// Steps a block holds: the first step of each block hashes its noise.
+    block_steps: i64,
+    /// The block's noise, `[block_steps · per_step, C, width]`, rewritten in place.
+    values: Tensor,
+    /// The next draw's row in `values`, int64 `[1]`.
     next: Tensor,
 }
 
@@ -156,33 +169,66 @@ impl CohortNoise {
         self.draws
     }
 
-    /// From the next draw on, reads each draw's keys at a counter kept on the device and
-    /// advances the counter there, so that a step captured as a CUDA graph draws fresh noise at
-    /// every replay; each draw then hashes its own noise (a replay launches it at no cost). The
-    /// keys of the next `draws` draws go to the device now: a replay past them fails on the
-    /// device, and the host count no longer follows replays.
-    pub fn count_on_device(&mut self, draws: u64) {
-        let first = self.draws;
-        let clients = self.streams.len() as i64;
-        let keys: Vec<i32> = (first..first + draws).flat_map(|d| self.streams.iter().map(move |s| s.key(d))).collect();
-        let keys = Tensor::from_slice(&keys).reshape([draws as i64, clients, 1]).to_device(self.device);
-        let next = Tensor::zeros([1], (Kind::Int64, self.device));
+    /// Reads the draws of the next `steps` steps, `per_step` draws each and none wider than a
+    /// draw made so far, at a counter kept on the device and advanced there, so that a step
+    /// captured as a CUDA graph draws fresh noise at every replay. The host must call
+    /// [`CohortNoise::start_step`] before each of these steps, outside any capture: it hashes
+    /// the next block of steps' noise when the last is used up. The keys of all these draws go
+    /// to the device now; the host count of draws no longer follows replays.
+    pub fn count_on_device(&mut self, per_step: u64, steps: u64) {
+        let (clients, width) = (self.streams.len() as i64, self.widest);
+        let per_step = i64::try_from(per_step).expect("draws per step fit an i64");
+        let steps = i64::try_from(steps).expect("steps fit an i64");
         self.block = None;
-        self.on_device = Some(DeviceDraws { keys, next });
+        if per_step == 0 || steps == 0 {
+            self.on_device = None;
+            return;
+        }
+        let first = self.draws;
+        let draws = (per_step * steps) as u64;
+        let keys: Vec<i32> = (first..first + draws).flat_map(|d| self.streams.iter().map(move |s| s.key(d))).collect();
+        let keys = Tensor::from_slice(&keys).reshape([per_step * steps, clients, 1]).to_device(self.device);
+        let most_steps = (BLOCK_DRAWS / per_step).max(1);
+        let block_steps =
+            (block_elements(self.device) / (clients * width.max(1) * per_step)).clamp(1, most_steps).min(steps);
+        let values = Tensor::zeros([block_steps * per_step, clients, width], (Kind::Float, self.device));
+        let next = Tensor::zeros([1], (Kind::Int64, self.device));
+        self.on_device = Some(DeviceDraws { keys, per_step, steps, started: 0, block_steps, values, next });
+    }
+
+    /// Before each step whose draws are read on the device ([`CohortNoise::count_on_device`]):
+    /// hashes the next block of steps' noise into the buffer those steps read, and rewinds the
+    /// counter, when the block is used up. Nothing without such steps.
+    ///
+    /// # Panics
+    /// After as many steps as `count_on_device` announced.
+    pub fn start_step(&mut self) {
+        let device = self.device;
+        let Some(d) = &mut self.on_device else { return };
+        assert!(d.started < d.steps, "cohort noise: a step past the {} counted on the device", d.steps);
+        if d.started % d.block_steps == 0 {
+            let first = d.started * d.per_step;
+            let rows = (d.steps * d.per_step - first).min(d.block_steps * d.per_step);
+            let noise = keyed_uniform(&d.keys.narrow(0, first, rows), d.values.size()[2], device);
+            tch::no_grad(|| {
+                d.values.narrow(0, 0, rows).copy_(&noise);
+                let _ = d.next.zero_();
+            });
+        }
+        d.started += 1;
     }
 
     /// Uniform floats in [0, 1) of shape `[k, ...]`: row `c` from client `c`'s stream, for
     /// the first `k = shape[0]` clients.
     pub fn uniform(&mut self, shape: &[i64]) -> Tensor {
-        let (k, n) = self.clients_and_width(shape);
-        let draw = self.draws;
-        self.draws += 1;
+        let (k, n, draw) = self.next_draw(shape);
         if let Some(d) = &mut self.on_device {
-            let keys = d.keys.index_select(0, &d.next).squeeze_dim(0).narrow(0, 0, k);
+            let width = d.values.size()[2];
+            assert!(n <= width, "cohort noise: a draw of {n} elements per client, wider than the {width} of step 0's");
+            let row = d.values.narrow(1, 0, k).narrow(2, 0, n).index_select(0, &d.next);
             let _ = d.next.g_add_scalar_(1);
-            return keyed_uniform(&keys, n, self.device).reshape(shape);
+            return row.reshape(shape);
         }
-        self.widest = self.widest.max(n);
         let covered = self.block.as_ref().is_some_and(|b| draw >= b.first && draw < b.first + b.len && n <= b.width);
         if !covered {
             self.block = Some(self.noise_block(draw));
@@ -221,9 +267,7 @@ impl CohortNoise {
         if self.device == Device::Cpu && self.on_device.is_none() {
             // One host pass from hash to scaled mask instead of five small tensor ops: the
             // same floats, since the tensor form compares and scales in float32 too.
-            let (k, n) = self.clients_and_width(shape);
-            let draw = self.draws;
-            self.draws += 1;
+            let (k, n, draw) = self.next_draw(shape);
             let keys: Vec<i32> = self.streams[..k as usize].iter().map(|s| s.key(draw)).collect();
             let (p, scale) = (p as f32, scale as f32);
             let mask = Tensor::from_slice(&host_noise(&keys, n, order, |u| if u >= p { scale } else { 0.0 }));
@@ -236,15 +280,19 @@ impl CohortNoise {
         keep * scale
     }
 
-    /// `[k, ...]`'s `k` (checked against the cohort) and the elements per client.
-    fn clients_and_width(&self, shape: &[i64]) -> (i64, i64) {
+    /// Counts a draw of `shape` `[k, ...]`: its `k` (checked against the cohort), its elements
+    /// per client and its number.
+    fn next_draw(&mut self, shape: &[i64]) -> (i64, i64, u64) {
         let k = shape[0];
         assert!(
             k >= 1 && k as usize <= self.streams.len(),
             "cohort noise: {k} clients asked for, the cohort has {}",
             self.streams.len()
         );
-        (k, shape[1..].iter().product())
+        let n = shape[1..].iter().product();
+        self.widest = self.widest.max(n);
+        self.draws += 1;
+        (k, n, self.draws - 1)
     }
 }
 
@@ -452,6 +500,48 @@ mod tests {
                 assert!(got.get(c as i64).equal(&lone(seed, &shape[1..], draw)), "draw {draw}, client {c}");
             }
         }
+    }
+
+    #[test]
+    fn draws_read_at_the_device_counter_are_the_host_draws() {
+        // Steps of two draws (a dropout mask and a narrower uniform draw), clients leaving,
+        // the first step on the host, then 70 steps at the device counter: two blocks of 27
+        // steps (as many as fit 2^15 elements) and a partial one. Every draw is the
+        // host-counted draw, bit for bit.
+        let streams = || [7, 1, 4].iter().map(|&s| TensorNoise::new(s)).collect::<Vec<_>>();
+        let (mut host, mut device) =
+            (CohortNoise::new(streams(), Device::Cpu), CohortNoise::new(streams(), Device::Cpu));
+        let step = |noise: &mut CohortNoise, t: i64| {
+            let k = if t < 40 { 3 } else { 2 };
+            let b = if t % 5 == 4 { 3 } else { 4 };
+            (noise.dropout_mask(&[k, b, 50], 0.3), noise.uniform(&[k, b, 9]))
+        };
+        let mut first = Some(step(&mut device, 0));
+        device.count_on_device(2, 70);
+        let on_device = device.on_device.as_ref().expect("draws counted on the device");
+        assert_eq!((on_device.block_steps, on_device.values.size()), (27, vec![54, 3, 200]));
+        for t in 0..71 {
+            let want = step(&mut host, t);
+            let got = first.take().unwrap_or_else(|| {
+                device.start_step();
+                step(&mut device, t)
+            });
+            assert!(got.0.equal(&want.0) && got.1.equal(&want.1), "step {t}");
+        }
+        let d = device.on_device.as_ref().expect("still on the device");
+        assert_eq!((d.started, i64::try_from(&d.next).unwrap()), (70, 32), "the third block, 16 steps into it");
+        let past = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| device.start_step()));
+        assert!(past.is_err(), "a step past the announced ones panics");
+    }
+
+    #[test]
+    #[should_panic(expected = "wider than the 8 of step 0's")]
+    fn a_draw_wider_than_step_0s_at_the_device_counter_panics() {
+        let mut noise = CohortNoise::new(vec![TensorNoise::new(2)], Device::Cpu);
+        let _ = noise.uniform(&[1, 2, 4]);
+        noise.count_on_device(1, 3);
+        noise.start_step();
+        let _ = noise.uniform(&[1, 3, 4]);
     }
 
     #[test]

@@ -284,11 +284,11 @@ mod tests {
             if let Some(m) = mask {
                 g *= m;
             }
-            if let Some((beta, v)) = v {
-                let _ = g.addcmul_(v, &view(beta));
-                v.shallow_clone().copy_(&g);
-            }
-            let _ = p.shallow_clone().addcmul_(&g, &view(step));
+            let direction = match v {
+                Some((beta, v)) => g.addcmul_out(v, v, &view(beta)),
+                None => g,
+            };
+            let _ = p.shallow_clone().addcmul_(&direction, &view(step));
         });
     }
 

@@ -883,12 +883,13 @@ impl SgdCohort {
             self.sgd_step(0);
             self.step = 1;
             let per_step = self.noise.draws() - before;
-            self.noise.count_on_device(per_step * (self.schedule.total_steps() as u64 - 1));
+            self.noise.count_on_device(per_step, self.schedule.total_steps() as u64 - 1);
         }
         let shapes = (self.step..self.schedule.total_steps()).map(|t| self.shape(t));
         let mut steps = CapturedSteps::new(shapes, self.data.x.device().is_cuda());
         while self.step < until {
             let t = self.step;
+            self.noise.start_step();
             steps.run(self.shape(t), || self.sgd_step(t))?;
             self.step += 1;
         }
@@ -1088,13 +1089,11 @@ impl SgdCohort {
 
     /// One update of the first `k` clients at step `t`. Each tensor is touched in as few
     /// passes as the options allow (the update runs out of memory bandwidth before compute):
-    /// the fresh gradient absorbs weight decay, mask and momentum in place, and becomes the
-    /// momentum buffer. Plain SGD on the CPU makes one pass per tensor instead
-    /// ([`fused_sgd`], the same numbers).
+    /// the fresh gradient absorbs weight decay and mask in place, and `g + β v` is written over
+    /// the momentum buffer in the same pass that computes it. Plain SGD on the CPU makes one
+    /// pass per tensor instead ([`fused_sgd`], the same numbers).
     fn update(&mut self, t: usize, k: i64, grads: Vec<Tensor>) {
         let [decay, momentum, one_minus_b1, one_minus_b2, eps] = &self.factors;
-        // A replayed step must keep writing into the same velocity tensors.
-        let whole = k as usize == self.clients() && self.device_step.is_none();
         let at = self.at(t);
         let row = |table: &Tensor| at.row(table).narrow(0, 0, k);
         let mut step = row(&self.rates.step);
@@ -1138,17 +1137,14 @@ impl SgdCohort {
             }
             let direction = match self.cfg.optimizer {
                 Optimizer::Sgd if self.cfg.momentum > 0.0 => {
+                    // v ← g + β v in one pass, written over v: a replayed step keeps writing into
+                    // the same velocity tensors, and no copy follows.
                     let v = self.velocity[i].narrow(0, 0, k);
                     let _ = match &keep {
-                        Some(keep) => g.addcmul_(&v, &(per_client_view(keep, dims) * momentum)),
-                        None => g.addcmul_(&v, momentum),
+                        Some(keep) => g.addcmul_out(&v, &v, &(per_client_view(keep, dims) * momentum)),
+                        None => g.addcmul_out(&v, &v, momentum),
                     };
-                    if whole {
-                        self.velocity[i] = g.shallow_clone();
-                    } else {
-                        self.velocity[i].narrow(0, 0, k).copy_(&g);
-                    }
-                    g
+                    v
                 }
                 Optimizer::Sgd => g,
                 Optimizer::Adam => {
