@@ -180,17 +180,17 @@ impl CohortNoise {
         let per_step = i64::try_from(per_step).expect("draws per step fit an i64");
         let steps = i64::try_from(steps).expect("steps fit an i64");
         self.block = None;
-        if per_step == 0 || steps == 0 {
-            self.on_device = None;
-            return;
-        }
         let first = self.draws;
         let draws = (per_step * steps) as u64;
         let keys: Vec<i32> = (first..first + draws).flat_map(|d| self.streams.iter().map(move |s| s.key(d))).collect();
         let keys = Tensor::from_slice(&keys).reshape([per_step * steps, clients, 1]).to_device(self.device);
-        let most_steps = (BLOCK_DRAWS / per_step).max(1);
-        let block_steps =
-            (block_elements(self.device) / (clients * width.max(1) * per_step)).clamp(1, most_steps).min(steps);
+        let per_step_or_1 = per_step.max(1);
+        let block_steps = (block_elements(self.device) / (clients * width.max(1) * per_step_or_1))
+            .clamp(1, (BLOCK_DRAWS / per_step_or_1).max(1))
+            .min(steps)
+            .max(1);
+        // Steps whose first made no draw get an empty buffer: a draw in one of them panics
+        // instead of baking the host's noise into a graph.
         let values = Tensor::zeros([block_steps * per_step, clients, width], (Kind::Float, self.device));
         let next = Tensor::zeros([1], (Kind::Int64, self.device));
         self.on_device = Some(DeviceDraws { keys, per_step, steps, started: 0, block_steps, values, next });
@@ -206,7 +206,7 @@ impl CohortNoise {
         let device = self.device;
         let Some(d) = &mut self.on_device else { return };
         assert!(d.started < d.steps, "cohort noise: a step past the {} counted on the device", d.steps);
-        if d.started % d.block_steps == 0 {
+        if d.per_step > 0 && d.started % d.block_steps == 0 {
             let first = d.started * d.per_step;
             let rows = (d.steps * d.per_step - first).min(d.block_steps * d.per_step);
             let noise = keyed_uniform(&d.keys.narrow(0, first, rows), d.values.size()[2], device);
@@ -223,6 +223,7 @@ impl CohortNoise {
     pub fn uniform(&mut self, shape: &[i64]) -> Tensor {
         let (k, n, draw) = self.next_draw(shape);
         if let Some(d) = &mut self.on_device {
+            assert!(d.per_step > 0, "cohort noise: a draw in a step read on the device whose first step made none");
             let width = d.values.size()[2];
             assert!(n <= width, "cohort noise: a draw of {n} elements per client, wider than the {width} of step 0's");
             let row = d.values.narrow(1, 0, k).narrow(2, 0, n).index_select(0, &d.next);
@@ -532,6 +533,17 @@ mod tests {
         assert_eq!((d.started, i64::try_from(&d.next).unwrap()), (70, 32), "the third block, 16 steps into it");
         let past = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| device.start_step()));
         assert!(past.is_err(), "a step past the announced ones panics");
+    }
+
+    #[test]
+    #[should_panic(expected = "whose first step made none")]
+    fn a_draw_at_the_device_counter_after_a_first_step_without_draws_panics() {
+        let mut noise = CohortNoise::new(vec![TensorNoise::new(2)], Device::Cpu);
+        noise.count_on_device(0, 3);
+        for _ in 0..3 {
+            noise.start_step();
+        }
+        let _ = noise.dropout_mask(&[1, 2, 4], 0.5);
     }
 
     #[test]
