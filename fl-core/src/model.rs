@@ -34,8 +34,11 @@ pub struct Training<'a> {
     pub noise: &'a mut CohortNoise,
     /// `[C, B]`, 1 for a real sample and 0 for padding, when some client's batch is padded
     /// to the cohort's longest batch of the step. Layers that compute statistics over the
-    /// batch (BatchNorm) must leave padding out; `None` means every sample is real.
-    pub valid: Option<&'a Tensor>,
+    /// batch (BatchNorm) must leave padding out; `None` means every sample is real. Read
+    /// through [`Mode::valid`], which notes the read.
+    valid: Option<&'a Tensor>,
+    /// Whether the pass asked for `valid` ([`Mode::reads_padding`]).
+    asked_valid: std::cell::Cell<bool>,
     /// The shares of units that input-dependent gates kept, recorded by the pass
     /// ([`Mode::record_usage`]).
     usage: Vec<GateUsage>,
@@ -69,7 +72,7 @@ impl<'a> Mode<'a> {
 
     /// Training mode whose samples `valid` (`[C, B]`, 0 for padding) marks, if some are padding.
     pub fn padded(noise: &'a mut CohortNoise, valid: Option<&'a Tensor>) -> Self {
-        Mode::Train(Training { noise, valid, usage: Vec::new() })
+        Mode::Train(Training { noise, valid, asked_valid: std::cell::Cell::new(false), usage: Vec::new() })
     }
 
     /// Whether this is a training pass.
@@ -77,11 +80,25 @@ impl<'a> Mode<'a> {
         matches!(self, Mode::Train(_))
     }
 
-    /// The padding mask `[C, B]` of a training pass, if some samples are padding.
+    /// The padding mask `[C, B]` of a training pass, if some samples are padding. A model
+    /// asks for it at every training pass or at none (BatchNorm at every one).
     pub fn valid(&self) -> Option<&Tensor> {
         match self {
-            Mode::Train(t) => t.valid,
+            Mode::Train(t) => {
+                t.asked_valid.set(true);
+                t.valid
+            }
             Mode::Eval => None,
+        }
+    }
+
+    /// Whether this training pass asked for the padding mask ([`Mode::valid`]): a model that
+    /// never does computes the same with and without padding marked, so a padded step and a
+    /// full one of the same shape can share one CUDA graph.
+    pub fn reads_padding(&self) -> bool {
+        match self {
+            Mode::Train(t) => t.asked_valid.get(),
+            Mode::Eval => false,
         }
     }
 

@@ -490,6 +490,10 @@ struct SgdCohort {
     device_step: Option<Tensor>,
     /// Each client's summed batch losses, `[C]`, read once at the end.
     loss_sum: Tensor,
+    /// Whether the model's training pass reads the padding mask ([`Mode::reads_padding`]):
+    /// true until a step shows otherwise. A model that does not computes a padded step as it
+    /// computes a full one of its shape, and one graph serves both.
+    reads_padding: bool,
     /// Weight decay, momentum, 1 − β₁, 1 − β₂ and ε as 0-d tensors on the device, copied there once.
     factors: [Tensor; 5],
 }
@@ -794,6 +798,7 @@ impl SgdCohort {
             noise,
             step: 0,
             device_step: None,
+            reads_padding: true,
         })
     }
 
@@ -835,10 +840,11 @@ impl SgdCohort {
         self.schedule.inputs(&self.data, self.at(t))
     }
 
-    /// Step `t`'s shape, which a CUDA graph is captured for.
+    /// Step `t`'s shape, which a CUDA graph is captured for: padding counts only for a model
+    /// that reads the padding mask.
     fn shape(&self, t: usize) -> StepShape {
         let (k, b) = self.schedule.shape(t);
-        (k, b, self.schedule.padded(t))
+        (k, b, self.schedule.padded(t) && self.reads_padding)
     }
 
     /// Whether this cohort's steps can be replayed from CUDA graphs: on CUDA, in a build with
@@ -981,6 +987,7 @@ impl SgdCohort {
         let inputs: Vec<Tensor> = self.params.iter().map(|p| p.narrow(0, 0, *k)).collect();
         let mut mode = Mode::padded(&mut self.noise, valid.as_ref());
         let found = tch::no_grad(|| self.model.loss_gradients(&inputs, x, y, weights, &mut mode))?;
+        self.reads_padding = mode.reads_padding();
         let grads =
             found.grads.into_iter().zip(&self.trainable).map(|(g, &t)| if t { g } else { Tensor::new() }).collect();
         Some((found.per_client, grads))
@@ -1026,6 +1033,7 @@ impl SgdCohort {
                 (per_client, reported, None)
             }
         };
+        self.reads_padding = mode.reads_padding();
         // AdaViT: the decisions' kept shares pulled to each client's budget.
         let per_client = match &self.usage {
             Some(usage) => per_client + usage.loss(mode.take_usage(), k),
@@ -1406,9 +1414,11 @@ mod tests {
     use crate::structure::{Structure, TensorSpec};
     use crate::testing::tiny_dataset;
 
-    /// `logits = dropout(x) Wᵀ + b`: a model that draws noise at every step.
+    /// `logits = dropout(x) Wᵀ + b`: a model that draws noise at every step, and zeroes its
+    /// padding samples' inputs if `reads_padding`.
     struct DropoutLinear {
         structure: Structure,
+        reads_padding: bool,
     }
 
     impl Model for DropoutLinear {
@@ -1421,7 +1431,12 @@ mod tests {
         }
 
         fn features(&self, _body: &[Tensor], x: &Tensor, mode: &mut Mode) -> Tensor {
-            mode.dropout(x, 0.5)
+            let valid = if self.reads_padding { mode.valid() } else { None };
+            let x = match valid {
+                Some(valid) => x * valid.unsqueeze(-1),
+                None => x.shallow_clone(),
+            };
+            mode.dropout(&x, 0.5)
         }
 
         fn flops_per_tensor(&self, shapes: &[Vec<i64>]) -> Vec<f64> {
@@ -1432,10 +1447,16 @@ mod tests {
     /// Three clients of 3, 1 and 2 samples (steps of different counts and padded batches),
     /// each with its own streams, a mask on `w` for the second.
     fn jobs() -> Vec<TrainJob> {
+        jobs_of(false)
+    }
+
+    /// [`jobs`] of a model that reads the padding mask if `reads_padding`.
+    fn jobs_of(reads_padding: bool) -> Vec<TrainJob> {
         let data = tiny_dataset();
         let t = |name: &str, shape: Vec<i64>| TensorSpec::new(name, shape);
         let model: Arc<dyn Model> = Arc::new(DropoutLinear {
             structure: Structure { tensors: vec![t("w", vec![2, 2]), t("b", vec![2])], groups: vec![] },
+            reads_padding,
         });
         let samples: [&[i64]; 3] = [&[0, 1, 2], &[3], &[4, 5]];
         samples
@@ -1510,5 +1531,24 @@ mod tests {
             }
             assert!(!a[0].params.equal(&jobs().remove(0).params), "training moved the model");
         }
+    }
+
+    /// A padded step and a full one of the same size share a graph unless the model reads the
+    /// padding mask, which step 0 tells.
+    #[test]
+    fn padding_makes_its_own_step_shape_only_for_a_model_that_reads_it() {
+        let sgd = Sgd::new(SgdConfig { batch_size: 2, epochs: 3, ..SgdConfig::default() });
+        let padded_shapes = |reads_padding: bool| {
+            let mut cohort = SgdCohort::new(&sgd, jobs_of(reads_padding)).unwrap();
+            assert!(cohort.reads_padding, "a cohort assumes padding matters until a step shows it does not");
+            cohort.run_captured(1).unwrap();
+            assert_eq!(cohort.reads_padding, reads_padding);
+            let total = cohort.schedule.total_steps();
+            let padded = (1..total).filter(|&t| cohort.schedule.padded(t)).count();
+            assert!(padded > 0, "the jobs' schedule has padded steps after step 0");
+            (1..total).filter(|&t| cohort.shape(t).2).count()
+        };
+        assert_eq!(padded_shapes(false), 0);
+        assert!(padded_shapes(true) > 0);
     }
 }
