@@ -27,18 +27,34 @@ pub struct CohortNoise {
     block: Option<NoiseBlock>,
     /// Draws read at a counter on the device ([`CohortNoise::count_on_device`]).
     on_device: Option<DeviceDraws>,
+    /// The kinds of the draws since [`CohortNoise::record_step`], until `count_on_device`.
+    recorded: Option<Vec<Draw>>,
+}
+
+/// What a draw yields.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Draw {
+    /// Uniform floats in [0, 1).
+    Uniform,
+    /// An inverted-dropout mask with drop probability `p`: `(u >= p) / (1 - p)` in float32.
+    Mask(f64),
 }
 
 /// Steps whose draws are read at a counter kept on the device, so that a step captured as a
 /// CUDA graph draws fresh noise at every replay. Their noise is hashed a block of whole steps
-/// at a time, between steps, into one buffer that the steps read at the counter: a step
-/// replays a row lookup per draw, not the hash's few dozen kernels.
+/// at a time, between steps, into one buffer that the steps read at the counter, dropout
+/// masks already made masks: a step replays a row lookup per draw, not the hash's few dozen
+/// kernels and the mask's three.
 #[derive(Debug)]
 struct DeviceDraws {
     /// The keys of every draw counted on the device, `[draws, C, 1]` int32.
     keys: Tensor,
-    /// Draws each step makes.
+    /// Draws each step makes, of the kinds the first step's draws were.
     per_step: i64,
+    kinds: Vec<Draw>,
+    /// Draws the host has asked for since the step started: `per_step`, or twice that for a
+    /// step run eagerly and then captured.
+    in_step: i64,
     /// Steps announced, and steps started so far.
     steps: i64,
     started: i64,
@@ -71,7 +87,7 @@ fn block_elements(device: Device) -> i64 {
 impl CohortNoise {
     /// The noise of clients drawing from `streams`, in cohort order, on `device`.
     pub fn new(streams: Vec<TensorNoise>, device: Device) -> Self {
-        CohortNoise { streams, device, draws: 0, widest: 0, block: None, on_device: None }
+        CohortNoise { streams, device, draws: 0, widest: 0, block: None, on_device: None, recorded: None }
     }
 
     /// Draws made so far, as the host counts them: exact until [`CohortNoise::count_on_device`].
@@ -79,15 +95,26 @@ impl CohortNoise {
         self.draws
     }
 
-    /// Reads the draws of the next `steps` steps, `per_step` draws each and none wider than a
-    /// draw made so far, at a counter kept on the device and advanced there, so that a step
-    /// captured as a CUDA graph draws fresh noise at every replay. The host must call
+    /// Notes the kind of each draw from now until [`CohortNoise::count_on_device`]: those of
+    /// the step that the steps read on the device repeat.
+    pub fn record_step(&mut self) {
+        self.recorded = Some(Vec::new());
+    }
+
+    /// Reads the draws of the next `steps` steps at a counter kept on the device and advanced
+    /// there, so that a step captured as a CUDA graph draws fresh noise at every replay. Each
+    /// step makes the draws the step recorded since [`CohortNoise::record_step`] made, of
+    /// their kinds and none wider than a draw made so far. The host must call
     /// [`CohortNoise::start_step`] before each of these steps, outside any capture: it hashes
     /// the next block of steps' noise when the last is used up. The keys of all these draws go
     /// to the device now; the host count of draws no longer follows replays.
-    pub fn count_on_device(&mut self, per_step: u64, steps: u64) {
+    ///
+    /// # Panics
+    /// Without a step recorded.
+    pub fn count_on_device(&mut self, steps: u64) {
+        let kinds = self.recorded.take().expect("cohort noise: count_on_device needs a step recorded (record_step)");
         let (clients, width) = (self.streams.len() as i64, self.widest);
-        let per_step = i64::try_from(per_step).expect("draws per step fit an i64");
+        let per_step = kinds.len() as i64;
         let steps = i64::try_from(steps).expect("steps fit an i64");
         self.block = None;
         let first = self.draws;
@@ -103,7 +130,8 @@ impl CohortNoise {
         // instead of baking the host's noise into a graph.
         let values = Tensor::zeros([block_steps * per_step, clients, width], (Kind::Float, self.device));
         let next = Tensor::zeros([1], (Kind::Int64, self.device));
-        self.on_device = Some(DeviceDraws { keys, per_step, steps, started: 0, block_steps, values, next });
+        self.on_device =
+            Some(DeviceDraws { keys, per_step, kinds, in_step: 0, steps, started: 0, block_steps, values, next });
     }
 
     /// Before each step whose draws are read on the device ([`CohortNoise::count_on_device`]):
@@ -111,16 +139,32 @@ impl CohortNoise {
     /// counter, when the block is used up. Nothing without such steps.
     ///
     /// # Panics
-    /// After as many steps as `count_on_device` announced.
+    /// After as many steps as `count_on_device` announced, and after a step that made other
+    /// draws than the recorded step.
     pub fn start_step(&mut self) {
         let device = self.device;
         let Some(d) = &mut self.on_device else { return };
         assert!(d.started < d.steps, "cohort noise: a step past the {} counted on the device", d.steps);
+        let made = d.in_step;
+        assert!(
+            made == 0 || (d.per_step > 0 && made % d.per_step == 0),
+            "cohort noise: a step read on the device made {made} draws, the recorded step {}",
+            d.per_step
+        );
+        d.in_step = 0;
         if d.per_step > 0 && d.started % d.block_steps == 0 {
             let first = d.started * d.per_step;
             let rows = (d.steps * d.per_step - first).min(d.block_steps * d.per_step);
-            let noise = keyed_uniform(&d.keys.narrow(0, first, rows), d.values.size()[2], device);
+            let width = d.values.size()[2];
+            let noise = keyed_uniform(&d.keys.narrow(0, first, rows), width, device);
             tch::no_grad(|| {
+                let by_step = noise.view([rows / d.per_step, d.per_step, -1, width]);
+                for (j, kind) in d.kinds.iter().enumerate() {
+                    if let Draw::Mask(p) = *kind {
+                        let mut draws = by_step.select(1, j as i64);
+                        draws.copy_(&keep_mask(&draws, p));
+                    }
+                }
                 d.values.narrow(0, 0, rows).copy_(&noise);
                 let _ = d.next.zero_();
             });
@@ -131,11 +175,24 @@ impl CohortNoise {
     /// Uniform floats in [0, 1) of shape `[k, ...]`: row `c` from client `c`'s stream, for
     /// the first `k = shape[0]` clients.
     pub fn uniform(&mut self, shape: &[i64]) -> Tensor {
-        let (k, n, draw) = self.next_draw(shape);
+        self.draw(shape, Draw::Uniform)
+    }
+
+    /// The next draw, of `kind` and `shape` `[k, ...]`: read at the device counter where the
+    /// draws are counted there, else from the block of draws hashed ahead.
+    fn draw(&mut self, shape: &[i64], kind: Draw) -> Tensor {
+        let (k, n, draw) = self.next_draw(shape, kind);
         if let Some(d) = &mut self.on_device {
             assert!(d.per_step > 0, "cohort noise: a draw in a step read on the device whose first step made none");
             let width = d.values.size()[2];
             assert!(n <= width, "cohort noise: a draw of {n} elements per client, wider than the {width} of step 0's");
+            let j = d.in_step % d.per_step;
+            let recorded = d.kinds[j as usize];
+            assert!(
+                kind == recorded,
+                "cohort noise: draw {j} of a step read on the device is {kind:?}, the recorded step's was {recorded:?}"
+            );
+            d.in_step += 1;
             let row = d.values.narrow(1, 0, k).narrow(2, 0, n).index_select(0, &d.next);
             let _ = d.next.g_add_scalar_(1);
             return row.reshape(shape);
@@ -145,7 +202,11 @@ impl CohortNoise {
             self.block = Some(self.noise_block(draw));
         }
         let b = self.block.as_ref().expect("noise block drawn above");
-        b.values.select(0, (draw - b.first) as i64).narrow(0, 0, k).narrow(1, 0, n).reshape(shape)
+        let u = b.values.select(0, (draw - b.first) as i64).narrow(0, 0, k).narrow(1, 0, n).reshape(shape);
+        match kind {
+            Draw::Uniform => u,
+            Draw::Mask(p) => keep_mask(&u, p),
+        }
     }
 
     /// The noise of draws from `first` on, as wide as the widest draw so far.
@@ -174,26 +235,24 @@ impl CohortNoise {
     }
 
     fn mask(&mut self, shape: &[i64], p: f64, order: Order) -> Tensor {
-        let scale = 1.0 / (1.0 - p);
         if self.device == Device::Cpu && self.on_device.is_none() {
             // One host pass from hash to scaled mask instead of five small tensor ops: the
             // same floats, since the tensor form compares and scales in float32 too.
-            let (k, n, draw) = self.next_draw(shape);
+            let (k, n, draw) = self.next_draw(shape, Draw::Mask(p));
             let keys: Vec<i32> = self.streams[..k as usize].iter().map(|s| s.key(draw)).collect();
-            let (p, scale) = (p as f32, scale as f32);
+            let (p, scale) = (p as f32, (1.0 / (1.0 - p)) as f32);
             let mask = Tensor::from_slice(&host_noise(&keys, n, order, |u| if u >= p { scale } else { 0.0 }));
             return match order {
                 Order::RowMajor => mask.reshape(shape),
                 Order::Swapped { rows, cols } => mask.reshape([k, cols, rows]).transpose(1, 2),
             };
         }
-        let keep = self.uniform(shape).ge(p).to_kind(Kind::Float);
-        keep * scale
+        self.draw(shape, Draw::Mask(p))
     }
 
-    /// Counts a draw of `shape` `[k, ...]`: its `k` (checked against the cohort), its elements
-    /// per client and its number.
-    fn next_draw(&mut self, shape: &[i64]) -> (i64, i64, u64) {
+    /// Counts a draw of `shape` `[k, ...]` and `kind` (noted while a step is recorded): its
+    /// `k` (checked against the cohort), its elements per client and its number.
+    fn next_draw(&mut self, shape: &[i64], kind: Draw) -> (i64, i64, u64) {
         let k = shape[0];
         assert!(
             k >= 1 && k as usize <= self.streams.len(),
@@ -203,8 +262,16 @@ impl CohortNoise {
         let n = shape[1..].iter().product();
         self.widest = self.widest.max(n);
         self.draws += 1;
+        if let Some(kinds) = &mut self.recorded {
+            kinds.push(kind);
+        }
         (k, n, self.draws - 1)
     }
+}
+
+/// The inverted-dropout mask of uniform draws `u`: `(u >= p) · 1/(1 − p)`, in float32.
+fn keep_mask(u: &Tensor, p: f64) -> Tensor {
+    u.ge(p).to_kind(Kind::Float) * (1.0 / (1.0 - p))
 }
 
 #[cfg(test)]
@@ -245,8 +312,8 @@ mod tests {
     fn draws_read_at_the_device_counter_are_the_host_draws() {
         // Steps of two draws (a dropout mask and a narrower uniform draw), clients leaving,
         // the first step on the host, then 70 steps at the device counter: two blocks of 27
-        // steps (as many as fit 2^15 elements) and a partial one. Every draw is the
-        // host-counted draw, bit for bit.
+        // steps (as many as fit 2^15 elements) and a partial one, their masks made in the
+        // block. Every draw is the host-counted draw (the CPU's one-pass mask), bit for bit.
         let streams = || [7, 1, 4].iter().map(|&s| TensorNoise::new(s)).collect::<Vec<_>>();
         let (mut host, mut device) =
             (CohortNoise::new(streams(), Device::Cpu), CohortNoise::new(streams(), Device::Cpu));
@@ -255,8 +322,9 @@ mod tests {
             let b = if t % 5 == 4 { 3 } else { 4 };
             (noise.dropout_mask(&[k, b, 50], 0.3), noise.uniform(&[k, b, 9]))
         };
+        device.record_step();
         let mut first = Some(step(&mut device, 0));
-        device.count_on_device(2, 70);
+        device.count_on_device(70);
         let on_device = device.on_device.as_ref().expect("draws counted on the device");
         assert_eq!((on_device.block_steps, on_device.values.size()), (27, vec![54, 3, 200]));
         for t in 0..71 {
@@ -277,7 +345,8 @@ mod tests {
     #[should_panic(expected = "whose first step made none")]
     fn a_draw_at_the_device_counter_after_a_first_step_without_draws_panics() {
         let mut noise = CohortNoise::new(vec![TensorNoise::new(2)], Device::Cpu);
-        noise.count_on_device(0, 3);
+        noise.record_step();
+        noise.count_on_device(3);
         for _ in 0..3 {
             noise.start_step();
         }
@@ -288,10 +357,41 @@ mod tests {
     #[should_panic(expected = "wider than the 8 of step 0's")]
     fn a_draw_wider_than_step_0s_at_the_device_counter_panics() {
         let mut noise = CohortNoise::new(vec![TensorNoise::new(2)], Device::Cpu);
+        noise.record_step();
         let _ = noise.uniform(&[1, 2, 4]);
-        noise.count_on_device(1, 3);
+        noise.count_on_device(3);
         noise.start_step();
         let _ = noise.uniform(&[1, 3, 4]);
+    }
+
+    #[test]
+    #[should_panic(expected = "is Uniform, the recorded step's was Mask(0.5)")]
+    fn a_draw_of_another_kind_than_the_recorded_steps_at_the_device_counter_panics() {
+        let mut noise = CohortNoise::new(vec![TensorNoise::new(2)], Device::Cpu);
+        noise.record_step();
+        let _ = noise.dropout_mask(&[1, 2, 4], 0.5);
+        noise.count_on_device(3);
+        noise.start_step();
+        let _ = noise.uniform(&[1, 2, 4]);
+    }
+
+    #[test]
+    fn a_step_at_the_device_counter_makes_the_recorded_steps_draws() {
+        // Once (run eagerly) or twice (run eagerly, then captured) per step; another count
+        // would move the counter off the next steps' rows.
+        let made = |draws: usize| {
+            let mut noise = CohortNoise::new(vec![TensorNoise::new(2)], Device::Cpu);
+            noise.record_step();
+            let _ = noise.dropout_mask(&[1, 4], 0.5);
+            let _ = noise.uniform(&[1, 3]);
+            noise.count_on_device(3);
+            noise.start_step();
+            for d in 0..draws {
+                let _ = if d % 2 == 0 { noise.dropout_mask(&[1, 4], 0.5) } else { noise.uniform(&[1, 3]) };
+            }
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| noise.start_step())).is_ok()
+        };
+        assert_eq!([0, 1, 2, 3, 4].map(made), [true, false, true, false, true]);
     }
 
     #[test]

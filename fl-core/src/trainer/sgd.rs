@@ -880,16 +880,16 @@ impl SgdCohort {
         self.contrast.is_none() && self.cfg.distill.is_none() && self.usage.is_none() && self.quantizer.is_none()
     }
 
-    /// Runs steps up to `until` replayed from CUDA graphs: step 0 eagerly, which tells how many
-    /// noise draws a step makes, then every draw and table row read at device counters.
+    /// Runs steps up to `until` replayed from CUDA graphs: step 0 eagerly, which tells which
+    /// noise draws a step makes and whether the model reads the padding mask, then every draw
+    /// and table row read at device counters.
     fn run_captured(&mut self, until: usize) -> Result<()> {
         if self.step == 0 {
             self.device_step = Some(Tensor::zeros([1], (Kind::Int64, self.data.x.device())));
-            let before = self.noise.draws();
+            self.noise.record_step();
             self.sgd_step(0);
             self.step = 1;
-            let per_step = self.noise.draws() - before;
-            self.noise.count_on_device(per_step, self.schedule.total_steps() as u64 - 1);
+            self.noise.count_on_device(self.schedule.total_steps() as u64 - 1);
         }
         let shapes = (self.step..self.schedule.total_steps()).map(|t| self.shape(t));
         let mut steps = CapturedSteps::new(shapes, self.data.x.device().is_cuda());
