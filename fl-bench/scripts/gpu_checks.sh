@@ -10,22 +10,26 @@
 # 320) and prints how many rounds each run reached and the GPU's utilisation meanwhile. With
 # CELL_TOML (one run's experiment, say the kdd23 cell with its rounds cut to 40, or the cos2p
 # row's, whose Adan and distillation steps are captured too), it first runs that alone with CUDA
-# graphs and without ([trainer] cuda_graphs = false), prints both and whether their metrics are
-# byte-identical. The end-to-end ratios are `cargo xtask bench` (or its end_to_end binary with
+# graphs, with graphs kept across cohorts ([trainer] keep_graphs = true) and without graphs
+# ([trainer] cuda_graphs = false), prints the three and whether the first two's metrics are
+# byte-identical with the eager run's. The end-to-end ratios are `cargo xtask bench` (or its end_to_end binary with
 # FL_BENCH_DIR set).
 set -u
 fl=$1 dir=$2 seconds=${3:-320} cell=${4:-}
 if [ -n "$cell" ]; then
-    eager=$(mktemp --suffix=-eager.toml)
+    kept=$(mktemp --suffix=-kept.toml) eager=$(mktemp --suffix=-eager.toml)
+    sed '/^\[trainer\]/a keep_graphs = true' "$cell" > "$kept"
     sed '/^\[trainer\]/a cuda_graphs = false' "$cell" > "$eager"
     outs=()
-    for toml in "$cell" "$eager"; do
+    for toml in "$cell" "$kept" "$eager"; do
         out=$(mktemp -d)
         outs+=("$out")
         echo "cell $(basename "$toml"): $("$fl" run "$toml" --out "$out" --device cuda --workers 1 --quiet | head -1)"
     done
-    cmp -s "${outs[0]}/metrics.csv" "${outs[1]}/metrics.csv" && same=identical || same=DIFFERENT
-    echo "cell metrics with graphs and eager: $same"
+    for i in 0 1; do
+        cmp -s "${outs[$i]}/metrics.csv" "${outs[2]}/metrics.csv" && same=identical || same=DIFFERENT
+        echo "cell metrics $([ $i = 0 ] && echo with graphs || echo with kept graphs) and eager: $same"
+    done
 fi
 for device in cuda cpu; do
     out=$(mktemp -d)

@@ -21,6 +21,7 @@ pub mod cuda_graph;
 mod decay_gradient;
 pub mod distill;
 mod fused_sgd;
+mod kept_steps;
 pub mod learned_pull;
 pub mod platon;
 pub mod quantize;

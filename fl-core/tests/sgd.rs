@@ -546,3 +546,10 @@ fn quantised_jobs_train_alike_alone_and_in_a_cohort_and_upload_full_precision_we
         );
     }
 }
+
+#[test]
+fn kept_graphs_need_graphs() {
+    let cfg = SgdConfig { keep_graphs: true, cuda_graphs: false, ..Default::default() };
+    assert_eq!(cfg.validate().unwrap_err().key, "keep_graphs");
+    assert!(SgdConfig { keep_graphs: true, ..Default::default() }.validate().is_ok());
+}

@@ -172,6 +172,12 @@ impl CohortNoise {
         d.started += 1;
     }
 
+    /// The buffer and the counter that draws read on the device ([`CohortNoise::count_on_device`])
+    /// read, which a kept cohort's graphs read where they are; none before.
+    pub(crate) fn device_tensors_mut(&mut self) -> Vec<&mut Tensor> {
+        self.on_device.iter_mut().flat_map(|d| [&mut d.values, &mut d.next]).collect()
+    }
+
     /// Uniform floats in [0, 1) of shape `[k, ...]`: row `c` from client `c`'s stream, for
     /// the first `k = shape[0]` clients.
     pub fn uniform(&mut self, shape: &[i64]) -> Tensor {

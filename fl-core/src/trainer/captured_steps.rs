@@ -30,13 +30,24 @@ pub(crate) struct CapturedSteps {
 }
 
 impl CapturedSteps {
-    /// For a cohort whose steps still to run have `shapes`, in order; captured if `capture`.
-    pub(crate) fn new(shapes: impl IntoIterator<Item = StepShape>, capture: bool) -> Self {
+    /// For a cohort whose steps still to run have `shapes`, in order; captured if `capture`,
+    /// and replayed from `graphs`, graphs of these steps kept from an earlier cohort, where
+    /// they hold a shape.
+    pub(crate) fn new(
+        shapes: impl IntoIterator<Item = StepShape>,
+        capture: bool,
+        graphs: BTreeMap<StepShape, Graph>,
+    ) -> Self {
         let mut remaining = BTreeMap::new();
         for shape in shapes {
             *remaining.entry(shape).or_insert(0) += 1;
         }
-        CapturedSteps { capture, graphs: BTreeMap::new(), remaining }
+        CapturedSteps { capture, graphs, remaining }
+    }
+
+    /// The graphs, for a later cohort of the same steps.
+    pub(crate) fn into_graphs(self) -> BTreeMap<StepShape, Graph> {
+        self.graphs
     }
 
     /// Runs the next step, of `shape`: a replay of its graph, else `step` eagerly, captured as

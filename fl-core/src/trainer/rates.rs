@@ -175,6 +175,13 @@ impl RateTable {
         }
     }
 
+    /// The tables on the device (step, then the optional ones that exist), which a kept
+    /// cohort's graphs read where they are ([`crate::trainer::kept_steps`]).
+    pub(crate) fn tables_mut(&mut self) -> Vec<&mut Tensor> {
+        let optional = [&mut self.inv_sqrt_bias2, &mut self.diff_weight, &mut self.shrink, &mut self.keep];
+        std::iter::once(&mut self.step).chain(optional.into_iter().flatten()).collect()
+    }
+
     /// The sum of client `c`'s step sizes over its first `steps` steps (η·steps for a constant
     /// SGD rate).
     pub fn step_sum(&self, c: usize, steps: usize) -> f64 {

@@ -169,6 +169,12 @@ impl BatchSchedule {
         self.padded[t]
     }
 
+    /// The per-step tables on the device, sample indices and loss weights `[T, C, B]`, which
+    /// a kept cohort's graphs read where they are ([`crate::trainer::kept_steps`]).
+    pub(crate) fn tables_mut(&mut self) -> [&mut Tensor; 2] {
+        [&mut self.indices, &mut self.weights]
+    }
+
     /// Sample indices `[k, b]` and loss weights `[k, b]` of step `at`.
     pub fn batch(&self, at: StepAt) -> (Tensor, Tensor) {
         let (k, b) = self.shapes[at.t];

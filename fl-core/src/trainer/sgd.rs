@@ -24,6 +24,7 @@
 //! KDD'23 paper); `"zero-init-only"` trains every weight and relies on the engine discarding
 //! the masked-out part of the update afterwards (the KDD'23 code).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -44,6 +45,7 @@ use crate::trainer::cuda_graph;
 use crate::trainer::decay_gradient::DecayGradient;
 use crate::trainer::distill::DistillConfig;
 use crate::trainer::fused_sgd::{self, SgdTerms};
+use crate::trainer::kept_steps::{self, KeptSteps, StepKey};
 use crate::trainer::learned_pull::{LearnedPullConfig, PullControls};
 use crate::trainer::platon::{Platon, PlatonConfig};
 use crate::trainer::quantize::{QuantizeConfig, Quantizer};
@@ -177,6 +179,15 @@ pub struct SgdConfig {
     /// kdd23 cell's metrics are byte-identical either way), and runs resume across it.
     #[serde(skip_serializing_if = "is_true")]
     pub cuda_graphs: bool,
+    /// With `cuda_graphs`: a finished cohort leaves its graphs, and the tensors its steps read,
+    /// to its worker thread, and the thread's next cohort of the same kind (options, model,
+    /// data and every such tensor's shape: a synchronous round's next cohort of the same
+    /// clients) copies its values into those tensors and replays the graphs instead of
+    /// capturing its steps again ([`crate::trainer::kept_steps`]). SGD and Adam steps without
+    /// distillation. Off by default until checked on a GPU (`fl-bench/scripts/gpu_checks.sh`
+    /// compares its metrics with eager steps'); left out of the resolved config while off.
+    #[serde(skip_serializing_if = "is_false")]
+    pub keep_graphs: bool,
 }
 
 impl Default for SgdConfig {
@@ -213,6 +224,7 @@ impl Default for SgdConfig {
             quantize: None,
             usage: None,
             cuda_graphs: true,
+            keep_graphs: false,
         }
     }
 }
@@ -225,6 +237,9 @@ impl SgdConfig {
         }
         if let Some(augment) = &self.augment {
             augment.validate()?;
+        }
+        if self.keep_graphs && !self.cuda_graphs {
+            return Err(InvalidKey::new("keep_graphs", "keeps CUDA graphs: needs cuda_graphs = true"));
         }
         if let Some(distill) = &self.distill {
             distill.validate()?;
@@ -511,6 +526,10 @@ struct StepBatch {
 
 fn is_true(on: &bool) -> bool {
     *on
+}
+
+fn is_false(on: &bool) -> bool {
+    !*on
 }
 
 /// Largest cohort whose steps are replayed from CUDA graphs. Measured on an H200 (kdd23 MNIST
@@ -884,22 +903,89 @@ impl SgdCohort {
     /// noise draws a step makes and whether the model reads the padding mask, then every draw
     /// and table row read at device counters.
     fn run_captured(&mut self, until: usize) -> Result<()> {
+        let mut kept_graphs = BTreeMap::new();
         if self.step == 0 {
             self.device_step = Some(Tensor::zeros([1], (Kind::Int64, self.data.x.device())));
             self.noise.record_step();
             self.sgd_step(0);
             self.step = 1;
             self.noise.count_on_device(self.schedule.total_steps() as u64 - 1);
+            if self.keeps_graphs() {
+                if let Some(kept) = kept_steps::take(&self.step_key()) {
+                    self.adopt(kept.inputs);
+                    kept_graphs = kept.graphs;
+                }
+            }
         }
-        let shapes = (self.step..self.schedule.total_steps()).map(|t| self.shape(t));
-        let mut steps = CapturedSteps::new(shapes, self.data.x.device().is_cuda());
+        let total = self.schedule.total_steps();
+        let shapes = (self.step..total).map(|t| self.shape(t));
+        let mut steps = CapturedSteps::new(shapes, self.data.x.device().is_cuda(), kept_graphs);
         while self.step < until {
             let t = self.step;
             self.noise.start_step();
             steps.run(self.shape(t), || self.sgd_step(t))?;
             self.step += 1;
         }
+        if self.keeps_graphs() && self.step == total {
+            let key = self.step_key();
+            let inputs = self.release();
+            kept_steps::keep(KeptSteps { key, inputs, graphs: steps.into_graphs() });
+        }
         Ok(())
+    }
+
+    /// Whether this cohort keeps its graphs for the next of its kind ([`SgdConfig::keep_graphs`]).
+    fn keeps_graphs(&self) -> bool {
+        self.cfg.keep_graphs && self.adan.is_none() && self.cfg.distill.is_none()
+    }
+
+    /// Every tensor of the cohort's own that a captured step reads, in a fixed order: the
+    /// tensors a kept cohort's graphs read where they are.
+    fn step_inputs_mut(&mut self) -> Vec<&mut Tensor> {
+        let mut inputs: Vec<&mut Tensor> = Vec::new();
+        inputs.extend(self.params.iter_mut());
+        inputs.extend(self.start.iter_mut());
+        inputs.extend(self.velocity.iter_mut());
+        inputs.extend(self.second.iter_mut());
+        inputs.extend(self.grad_mask.iter_mut().flatten());
+        inputs.extend(self.schedule.tables_mut());
+        inputs.extend(self.rates.tables_mut());
+        inputs.extend(self.noise.device_tensors_mut());
+        inputs.push(&mut self.loss_sum);
+        inputs.extend(self.device_step.as_mut());
+        inputs.extend(self.factors.iter_mut());
+        inputs.retain(|t| t.defined());
+        inputs
+    }
+
+    /// What this cohort's captured steps depend on besides its values.
+    fn step_key(&mut self) -> StepKey {
+        StepKey {
+            config: self.cfg.clone(),
+            model: Arc::clone(&self.model),
+            data: self.data.shallow_clone(),
+            trainable: self.trainable.clone(),
+            masked: self.grad_mask.iter().map(Option::is_some).collect(),
+            reads_padding: self.reads_padding,
+            inputs: self.step_inputs_mut().iter().map(|t| (t.size(), t.kind(), t.device())).collect(),
+        }
+    }
+
+    /// Moves this cohort's step inputs into `kept`'s tensors (of the same shapes, in the same
+    /// order), which the kept graphs read.
+    fn adopt(&mut self, kept: Vec<Tensor>) {
+        tch::no_grad(|| {
+            for (mine, mut theirs) in self.step_inputs_mut().into_iter().zip(kept) {
+                theirs.copy_(mine);
+                *mine = theirs;
+            }
+        });
+    }
+
+    /// Gives the step inputs away for a later cohort, keeping copies: what the cohort still
+    /// reads (its trained parameters and losses) must not change when that cohort trains.
+    fn release(&mut self) -> Vec<Tensor> {
+        self.step_inputs_mut().into_iter().map(|t| std::mem::replace(t, t.copy())).collect()
     }
 
     /// One lockstep step `t` of the clients still training.
@@ -1550,5 +1636,69 @@ mod tests {
         };
         assert_eq!(padded_shapes(false), 0);
         assert!(padded_shapes(true) > 0);
+    }
+
+    /// A cohort that takes the steps a finished cohort of its kind kept (their tensors; on
+    /// CUDA their graphs) trains in those tensors exactly what it trains on its own, and the
+    /// finished cohort's outcome stays what it was.
+    #[test]
+    fn a_cohort_on_kept_steps_trains_what_it_trains_alone() {
+        let cfg = SgdConfig { batch_size: 2, epochs: 3, momentum: 0.9, prox_mu: 0.1, ..SgdConfig::default() };
+        let (keeping, alone) = (Sgd::new(SgdConfig { keep_graphs: true, ..cfg.clone() }), Sgd::new(cfg));
+        let first_jobs = jobs();
+        // The second cohort: the same model and data, other weights and streams.
+        let second_jobs = || -> Vec<TrainJob> {
+            jobs()
+                .into_iter()
+                .enumerate()
+                .map(|(c, job)| TrainJob {
+                    model: Arc::clone(&first_jobs[0].model),
+                    data: first_jobs[0].data.shallow_clone(),
+                    params: job.params.map(|t| t * -0.5 + 0.25),
+                    rng: rng::stream(8, &[c as u64]),
+                    noise: TensorNoise::new(rng::derive_seed(8, &[c as u64, 1])),
+                    ..job
+                })
+                .collect()
+        };
+        let same_jobs = || -> Vec<TrainJob> {
+            jobs()
+                .into_iter()
+                .map(|job| TrainJob {
+                    model: Arc::clone(&first_jobs[0].model),
+                    data: first_jobs[0].data.shallow_clone(),
+                    ..job
+                })
+                .collect()
+        };
+        let run = |sgd: &Sgd, jobs: Vec<TrainJob>| {
+            let mut cohort = SgdCohort::new(sgd, jobs).unwrap();
+            let total = cohort.schedule.total_steps();
+            cohort.run_captured(total).unwrap();
+            Box::new(cohort).finish().unwrap()
+        };
+        let mut first = SgdCohort::new(&keeping, same_jobs()).unwrap();
+        let total = first.schedule.total_steps();
+        first.run_captured(total - 1).unwrap();
+        let kept_at = first.params[0].data_ptr();
+        first.run_captured(total).unwrap();
+        assert_ne!(first.params[0].data_ptr(), kept_at, "the finished cohort keeps a copy of what it gave away");
+
+        let mut second = SgdCohort::new(&keeping, second_jobs()).unwrap();
+        second.run_captured(total - 1).unwrap();
+        assert_eq!(second.params[0].data_ptr(), kept_at, "the second cohort trains in the kept tensors");
+        second.run_captured(total).unwrap();
+        let (first, second) = (Box::new(first).finish().unwrap(), Box::new(second).finish().unwrap());
+        for (got, want) in [(first, run(&alone, same_jobs())), (second, run(&alone, second_jobs()))] {
+            for (x, y) in got.iter().zip(&want) {
+                assert!(x.params.equal(&y.params), "{:?} against {:?}", x.params, y.params);
+                assert_eq!((x.mean_loss, x.steps), (y.mean_loss, y.steps));
+            }
+        }
+        // A cohort of another kind (another batch size: other shapes) does not take them.
+        let other = Sgd::new(SgdConfig { batch_size: 3, keep_graphs: true, ..keeping.config().clone() });
+        let mut third = SgdCohort::new(&other, second_jobs()).unwrap();
+        third.run_captured(1).unwrap();
+        assert_ne!(third.params[0].data_ptr(), kept_at);
     }
 }
