@@ -1643,7 +1643,14 @@ mod tests {
     /// finished cohort's outcome stays what it was.
     #[test]
     fn a_cohort_on_kept_steps_trains_what_it_trains_alone() {
-        let cfg = SgdConfig { batch_size: 2, epochs: 3, momentum: 0.9, prox_mu: 0.1, ..SgdConfig::default() };
+        let sgd = SgdConfig { batch_size: 2, epochs: 3, momentum: 0.9, prox_mu: 0.1, ..SgdConfig::default() };
+        let adam = SgdConfig { optimizer: Optimizer::Adam, lr: 0.01, momentum: 0.0, ..sgd.clone() };
+        for cfg in [sgd, adam] {
+            trains_on_kept_steps_what_it_trains_alone(cfg);
+        }
+    }
+
+    fn trains_on_kept_steps_what_it_trains_alone(cfg: SgdConfig) {
         let (keeping, alone) = (Sgd::new(SgdConfig { keep_graphs: true, ..cfg.clone() }), Sgd::new(cfg));
         let first_jobs = jobs();
         // The second cohort: the same model and data, other weights and streams.
