@@ -52,7 +52,7 @@ pub fn evaluate_cohort(model: &dyn Model, params: &[&ParamSet], test: &Dataset, 
         let stacked = stack(params);
         let counts =
             batches(test.len(), batch_size).map(|(begin, len)| batch_counts(model, &stacked, test, begin, len));
-        scores(counts, test.len(), params.len())
+        scores(counts, &test.y, params.len())
     })
 }
 
@@ -83,7 +83,7 @@ pub fn evaluate_shared(
         let _ = pool.submit(move || shared.score(&*model, &stacked, &test));
     }
     shared.score(&**model, &stacked, test);
-    scores(shared.wait().into_iter(), test.len(), 1)[0]
+    scores(shared.wait().into_iter(), &test.y, 1)[0]
 }
 
 /// Each model's parameters stacked along a leading model dimension; a lone model is a view of
@@ -103,20 +103,19 @@ fn batches(n: usize, batch_size: usize) -> impl Iterator<Item = (i64, i64)> {
     (0..n).step_by(size as usize).map(move |begin| (begin, size.min(n - begin)))
 }
 
-/// What one test batch adds to each model's counts.
+/// What one test batch tells of each model: its per-sample outcomes, which the counts over the
+/// whole test set take at once (a few kernels per evaluation, not per batch: on a GPU a small
+/// model's evaluation is bound by its launches), and its loss sum.
 struct BatchCounts {
-    /// Top-1 hits, `[models]` int64.
-    correct: Tensor,
-    /// Top-5 hits, `[models]` int64.
+    /// Whether each sample's top-1 prediction is its label, `[models, len]` bool.
+    hit: Tensor,
+    /// Whether its label is among the top 5, `[models, len]` bool.
     top5: Tensor,
-    /// True positives per model and class, `[models, classes]` int64.
-    true_positives: Tensor,
-    /// Predictions per model and class, `[models, classes]` int64.
-    predictions: Tensor,
-    /// Labels per class, `[classes]` int64.
-    labels: Tensor,
+    /// Each sample's top-1 prediction, `[models, len]` int64.
+    predicted: Tensor,
     /// The sum of the batch's cross-entropies, `[models]` double.
     loss: Tensor,
+    classes: i64,
 }
 
 /// The counts of the test samples `begin..begin + len` under the stacked models.
@@ -129,51 +128,56 @@ fn batch_counts(model: &dyn Model, stacked: &[Tensor], test: &Dataset, begin: i6
     let logits = model.forward(stacked, &x.unsqueeze(0).expand(shape.as_slice(), false), &mut Mode::Eval);
     let classes = *logits.size().last().expect("logits have a class dimension");
     let predicted = logits.argmax(-1, false);
-    let hit = predicted.eq_tensor(&y);
     let (_, best) = logits.topk(classes.min(5), -1, true, false);
-    let zeros = || Tensor::zeros([models, classes], (Kind::Int64, y.device()));
-    let targets = y.view([1, len]).expand([models, len], false);
-    let per_sample = logits.reshape([-1, classes]).cross_entropy_loss::<Tensor>(
-        &y.repeat([models]),
-        None,
-        Reduction::None,
-        -100,
-        0.0,
-    );
+    let targets = if models == 1 { y.shallow_clone() } else { y.repeat([models]) };
+    let per_sample =
+        logits.reshape([-1, classes]).cross_entropy_loss::<Tensor>(&targets, None, Reduction::None, -100, 0.0);
     BatchCounts {
-        correct: hit.sum_dim_intlist(1, false, Kind::Int64),
-        top5: best.eq_tensor(&y.view([1, len, 1])).any_dim(-1, false).sum_dim_intlist(1, false, Kind::Int64),
-        true_positives: zeros().scatter_add(1, &targets, &hit.to_kind(Kind::Int64)),
-        predictions: zeros().scatter_add(1, &predicted, &predicted.ones_like()),
-        labels: Tensor::zeros([classes], (Kind::Int64, y.device())).scatter_add(0, &y, &y.ones_like()),
+        hit: predicted.eq_tensor(&y),
+        top5: best.eq_tensor(&y.view([1, len, 1])).any_dim(-1, false),
+        predicted,
         loss: per_sample.reshape([models, len]).sum_dim_intlist(1, false, Kind::Double),
+        classes,
     }
 }
 
-/// The scores of `models` models from the counts of every batch of `n` test samples, added
-/// up in batch order (the loss sums are floating point: the order fixes their rounding).
-fn scores(counts: impl Iterator<Item = BatchCounts>, n: usize, models: usize) -> Vec<Scores> {
-    let total = counts
-        .reduce(|mut a, b| {
-            a.correct += b.correct;
-            a.top5 += b.top5;
-            a.true_positives += b.true_positives;
-            a.predictions += b.predictions;
-            a.labels += b.labels;
-            a.loss += b.loss;
-            a
-        })
-        .expect("at least one batch");
-    let [tp, pred, label] = [total.true_positives, total.predictions, total.labels].map(|t| t.to_kind(Kind::Double));
+/// The scores of `models` models from every batch's outcomes on the test labels `y`, in batch
+/// order: the loss sums add up in that order (floating point: the order fixes their
+/// rounding); the counts are integers.
+fn scores(counts: impl Iterator<Item = BatchCounts>, y: &Tensor, models: usize) -> Vec<Scores> {
+    let n = y.size()[0];
+    let (mut hit, mut top5, mut predicted) = (Vec::new(), Vec::new(), Vec::new());
+    let mut loss: Option<Tensor> = None;
+    let mut classes = 0;
+    for batch in counts {
+        hit.push(batch.hit);
+        top5.push(batch.top5);
+        predicted.push(batch.predicted);
+        loss = Some(match loss {
+            Some(sum) => sum + batch.loss,
+            None => batch.loss,
+        });
+        classes = batch.classes;
+    }
+    let loss = loss.expect("at least one batch");
+    let [hit, top5, predicted] = [hit, top5, predicted].map(|parts| Tensor::cat(&parts, 1));
+    let hit = hit.to_kind(Kind::Int64);
+    let per_class = || Tensor::zeros([models as i64, classes], (Kind::Int64, y.device()));
+    let labels_of = y.view([1, n]).expand([models as i64, n], false);
+    let true_positives = per_class().scatter_add(1, &labels_of, &hit);
+    let predictions = per_class().scatter_add(1, &predicted, &predicted.ones_like());
+    let labels = Tensor::zeros([classes], (Kind::Int64, y.device())).scatter_add(0, y, &y.ones_like());
+    let correct = hit.sum_dim_intlist(1, false, Kind::Int64);
+    let top5 = top5.sum_dim_intlist(1, false, Kind::Int64);
+    let n = n as usize;
+    let [tp, pred, label] = [true_positives, predictions, labels].map(|t| t.to_kind(Kind::Double));
     // F1 = 2TP / (2TP + FP + FN) = 2TP / (predictions + labels), over the classes present.
     let present = (&pred + &label).gt(0.0);
     let f1 = (&tp * 2.0 / (&pred + &label).clamp_min(1.0)) * present.to_kind(Kind::Double);
     let macro_f1 = f1.sum_dim_intlist(1, false, Kind::Double) / present.sum_dim_intlist(1, false, Kind::Double);
-    let stats = Tensor::stack(
-        &[total.correct.to_kind(Kind::Double), total.loss, total.top5.to_kind(Kind::Double), macro_f1 * n as f64],
-        0,
-    )
-    .to_device(tch::Device::Cpu);
+    let stats =
+        Tensor::stack(&[correct.to_kind(Kind::Double), loss, top5.to_kind(Kind::Double), macro_f1 * n as f64], 0)
+            .to_device(tch::Device::Cpu);
     let v = Vec::<f64>::try_from(&stats.reshape([-1])).expect("four doubles per model");
     let at = |row: usize, c: usize| v[row * models + c] / n as f64;
     (0..models).map(|c| Scores { accuracy: at(0, c), loss: at(1, c), top5: at(2, c), macro_f1: at(3, c) }).collect()
