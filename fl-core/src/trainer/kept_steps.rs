@@ -6,7 +6,9 @@
 //! README's figures. So a cohort that finishes gives its graphs, and the tensors its steps
 //! read, to its thread ([`keep`]); the next cohort on that thread whose [`StepKey`] is equal
 //! takes them ([`take`]), copies its own values into those tensors and replays the graphs
-//! without capturing. Graphs stay with the thread that captured them: its capture stream's
+//! without capturing. A thread keeps the last few kinds of cohort it trained, so that cohorts
+//! of two or three kinds taking turns (a round cut into cohorts by `max_cohort`) each find
+//! theirs. Graphs stay with the thread that captured them: its capture stream's
 //! memory pool holds their scratch, which only one replay at a time may use.
 
 use std::cell::RefCell;
@@ -55,16 +57,26 @@ pub(crate) struct KeptSteps {
     pub graphs: BTreeMap<StepShape, Graph>,
 }
 
+/// Kinds of cohort a thread keeps steps for; the least recently kept goes first.
+const KINDS_KEPT: usize = 4;
+
 thread_local! {
-    static KEPT: RefCell<Option<KeptSteps>> = const { RefCell::new(None) };
+    static KEPT: RefCell<Vec<KeptSteps>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Keeps `steps` for this thread's next cohort of their key, in place of any kept before.
+/// Keeps `steps` for this thread's next cohort of their key, dropping the least recently kept
+/// steps of another kind beyond [`KINDS_KEPT`].
 pub(crate) fn keep(steps: KeptSteps) {
-    KEPT.with_borrow_mut(|kept| *kept = Some(steps));
+    KEPT.with_borrow_mut(|kept| {
+        kept.retain(|k| k.key != steps.key);
+        if kept.len() == KINDS_KEPT {
+            kept.remove(0);
+        }
+        kept.push(steps);
+    });
 }
 
-/// This thread's kept steps, if their key is `key`.
+/// This thread's kept steps of key `key`, if any.
 pub(crate) fn take(key: &StepKey) -> Option<KeptSteps> {
-    KEPT.with_borrow_mut(|kept| if kept.as_ref().is_some_and(|k| &k.key == key) { kept.take() } else { None })
+    KEPT.with_borrow_mut(|kept| kept.iter().position(|k| &k.key == key).map(|at| kept.remove(at)))
 }

@@ -1702,10 +1702,15 @@ mod tests {
                 assert_eq!((x.mean_loss, x.steps), (y.mean_loss, y.steps));
             }
         }
-        // A cohort of another kind (another batch size: other shapes) does not take them.
+        // A cohort of another kind (another batch size: other shapes) does not take them, and
+        // the steps it keeps in turn do not push them out.
         let other = Sgd::new(SgdConfig { batch_size: 3, keep_graphs: true, ..keeping.config().clone() });
         let mut third = SgdCohort::new(&other, second_jobs()).unwrap();
         third.run_captured(1).unwrap();
         assert_ne!(third.params[0].data_ptr(), kept_at);
+        third.run_captured(third.schedule.total_steps()).unwrap();
+        let mut fourth = SgdCohort::new(&keeping, same_jobs()).unwrap();
+        fourth.run_captured(1).unwrap();
+        assert_eq!(fourth.params[0].data_ptr(), kept_at, "the first kind's steps are still kept");
     }
 }
