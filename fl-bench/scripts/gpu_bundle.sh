@@ -2,14 +2,16 @@
 # Prepares gpu-bundle/ for a lent GPU machine, where building would spend its short budget:
 # the stripped release `fl` and end-to-end bench binaries, MNIST gzipped, and the kdd23 full
 # MNIST column (67 runs, at an unrun seed so that none is restored from records/) as a pack
-# directory; under 64 MiB in all, and ignored through .git/info/exclude. From the repository
+# directory, and the bench's kdd23 cell cut to 40 rounds (kdd23-cell-40.toml, a cell long
+# enough to time); under 64 MiB in all, and ignored through .git/info/exclude. From the repository
 # root, on the CPU machine:
 #   fl-bench/scripts/gpu_bundle.sh
 # then on the GPU machine, from the repository root with gpu-bundle carried along:
 #   gpu-bundle/run.sh
 # which runs gpu_checks.sh (quickstart on CUDA and CPU, the column as one pack for
-# $PACK_SECONDS, default 150; first the experiment $CELL, a path from the repository root,
-# with CUDA graphs and without, if set) and the end-to-end bench (CPU, then CUDA), each under a
+# $PACK_SECONDS, default 150; first the experiment $CELL, a path from the repository root such
+# as gpu-bundle/kdd23-cell-40.toml, with CUDA graphs, with kept graphs and without, if set) and
+# the end-to-end bench (CPU, then CUDA), each under a
 # timeout, about 8 minutes together, and leaves their outputs in $OUT.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -42,6 +44,8 @@ for toml in "$emit"/slurm/experiments/*.toml; do
     cp "$toml" "$run/experiment.toml"
 done
 rm -rf "$emit"
+sed 's/^rounds = 3$/rounds = 40/' fl-bench/experiments/kdd23-cell.toml > "$b/kdd23-cell-40.toml"
+grep -qx 'rounds = 40' "$b/kdd23-cell-40.toml"
 
 cat > "$b/run.sh" <<'EOF'
 #!/bin/bash
