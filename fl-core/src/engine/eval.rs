@@ -115,6 +115,7 @@ struct BatchCounts {
     predicted: Tensor,
     /// The sum of the batch's cross-entropies, `[models]` double.
     loss: Tensor,
+    /// Classes the model scores.
     classes: i64,
 }
 
