@@ -6,7 +6,9 @@
 //! (which the reference loop does not handle) are checked against the same trainer run on
 //! cohorts of one: each client ends with the same parameters and buffers alone and in a cohort.
 //! Training also learns: the new convolutional models reduce the loss of a learnable task. And
-//! the MLP's plain cross-entropy steps take its hand-derived gradients, not autograd's.
+//! the MLP's plain cross-entropy steps take its hand-derived gradients, not autograd's. The
+//! steps a GPU replays from CUDA graphs, run eagerly on the CPU, train every replayable model
+//! exactly as the cohort's steps do.
 
 use std::sync::Arc;
 
@@ -477,4 +479,63 @@ proptest! {
         let d = c.max_difference(&SgdConfig { batch_size: batch, epochs, ..cfg(momentum, 0.05) });
         prop_assert!(d <= 1e-5, "max difference {}", d);
     }
+}
+
+/// The steps a GPU replays from CUDA graphs (table rows and noise read at counters kept on the
+/// device, results written in place) train on the CPU exactly what the cohort's steps train,
+/// for every model of the zoo whose steps replay: dropout (each layer's masks made ahead in the
+/// noise block), BatchNorm's statistics over padded batches, gradient masks, sub-models, and
+/// each optimiser whose steps are captured. A step that would replay wrongly on a GPU (a host
+/// value baked in, a draw of another kind) fails here, without one.
+#[test]
+fn replayed_steps_train_what_the_cohort_trains_for_every_model() {
+    use fl_core::trainer::distill::DistillConfig;
+    use fl_core::trainer::sgd::Optimizer;
+    let text = DataSpec { input_shape: vec![7], classes: 4, vocab_size: Some(30) };
+    let vit = "depth = 2\nhidden = 8\nmlp = 12\nheads = 2\npatch = 2\ndropout = 0.1\nexits = [1]";
+    let mut vit_window = case("vit", vit, image(3, 4), &[6, 3, 5], Some(0.5));
+    vit_window.window = Some(0..2);
+    vit_window.exits = vec![1];
+    let cases = [
+        ("mlp", case("mlp", "hidden = [12]\ndropout = 0.5", image(1, 5), &[7, 3, 5], None)),
+        ("lenet5 at half width", case("lenet5", "", image(1, 28), &[6, 11, 3], Some(0.5))),
+        ("cnn2", case("cnn2", "", image(1, 8), &[5, 9, 2], None)),
+        ("cnn3", case("cnn3", "", image(1, 28), &[9, 6, 4], None)),
+        ("resnet20", case("resnet20", "", image(3, 32), &[3, 6, 5], None)),
+        ("vgg11 at a quarter width", case("vgg11", "", image(3, 32), &[3, 5, 2], Some(0.25))),
+        ("alexnet at a quarter width", case("alexnet", "", image(3, 32), &[3, 5, 2], Some(0.25))),
+        ("textcnn", case("textcnn", "dim = 8\nfilters = 4", text.clone(), &[5, 9, 6], None)),
+        ("fasttext", case("fasttext", "dim = 8\nhidden = 6", text, &[5, 12, 8], None)),
+        ("vit", case("vit", vit, image(3, 4), &[6, 3, 5], None)),
+        ("vit in a depth window, distilled", vit_window),
+    ];
+    let sgd = cfg(0.5, 0.1);
+    let adam = SgdConfig { optimizer: Optimizer::Adam, lr: 0.01, momentum: 0.0, ..cfg(0.0, 0.1) };
+    let adan = SgdConfig { optimizer: Optimizer::Adan, lr: 0.01, momentum: 0.0, ..cfg(0.0, 0.0) };
+    for (name, c) in &cases {
+        let configs = match *name {
+            "vit in a depth window, distilled" => {
+                vec![SgdConfig { distill: Some(DistillConfig::default()), ..adan.clone() }]
+            }
+            "mlp" | "resnet20" | "vit" => vec![sgd.clone(), adam.clone(), adan.clone()],
+            _ => vec![sgd.clone()],
+        };
+        for cfg in configs {
+            let trainer = Sgd::new(cfg);
+            let want = trainer.train_cohort(c.jobs()).unwrap();
+            let got = trainer.train_cohort_at_device_counters(c.jobs()).unwrap();
+            let opt = trainer.config().optimizer;
+            for (client, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert_eq!((g.steps, g.mean_loss), (w.steps, w.mean_loss), "{name}, {opt:?}, client {client}");
+                for ((tensor, a), b) in g.params.iter().zip(w.params.tensors()) {
+                    assert!(a.equal(b), "{name}, {opt:?}, client {client}: `{tensor}` differs");
+                }
+            }
+        }
+    }
+    // A model whose forward pass reads the host is not replayed: nothing to train so.
+    let base = "base = { name = \"mlp\", hidden = [6] }";
+    let pm = case("probability-mask", base, image(1, 5), &[4, 3], None);
+    let err = Sgd::new(sgd).train_cohort_at_device_counters(pm.jobs()).err().expect("not replayed");
+    assert!(err.to_string().contains("not replayed"), "{err}");
 }

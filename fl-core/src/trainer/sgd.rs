@@ -392,6 +392,24 @@ impl Sgd {
     pub fn total_steps(&self, samples: usize, batch: Option<usize>) -> usize {
         self.cfg.steps.unwrap_or_else(|| self.cfg.epochs * samples.div_ceil(batch.unwrap_or(self.cfg.batch_size)))
     }
+
+    /// Trains `jobs` as one cohort the way steps replayed from CUDA graphs run: step 0 first,
+    /// then every step reading its table rows and noise at counters kept on the device and
+    /// writing its results in place, eagerly off CUDA. On CPU this trains, bit for bit, what
+    /// [`LocalTrainer::train_cohort`] trains: so the tests of each model's replayed steps need
+    /// no GPU. Refused for a model or options whose steps are not replayed.
+    pub fn train_cohort_at_device_counters(&self, jobs: Vec<TrainJob>) -> Result<Vec<TrainOutcome>> {
+        let mut cohort = SgdCohort::new(self, jobs)?;
+        if !cohort.replayable() {
+            return Err(Error::component(
+                NAME,
+                "these steps are not replayed from CUDA graphs (see [trainer] cuda_graphs): nothing to train at device counters",
+            ));
+        }
+        let total = cohort.schedule.total_steps();
+        cohort.run_captured(total)?;
+        Box::new(cohort).finish()
+    }
 }
 
 impl LocalTrainer for Sgd {
@@ -866,20 +884,23 @@ impl SgdCohort {
         (k, b, self.schedule.padded(t) && self.reads_padding)
     }
 
-    /// Whether this cohort's steps can be replayed from CUDA graphs: on CUDA, in a build with
-    /// them, for a model whose forward pass reads nothing from the host ([`Model::replayable`]),
-    /// and with options whose steps keep no host state that changes from step to step.
+    /// Whether this cohort's steps can be replayed from CUDA graphs: with `cuda_graphs`, on
+    /// CUDA, in a build with them, and [`SgdCohort::replayable`].
+    fn graphable(&self) -> bool {
+        self.cfg.cuda_graphs && self.data.x.device().is_cuda() && cuda_graph::available() && self.replayable()
+    }
+
+    /// Whether this cohort's steps could be replayed: at most [`MAX_GRAPH_CLIENTS`] clients, a
+    /// model whose forward pass reads nothing from the host ([`Model::replayable`]), and
+    /// options whose steps keep no host state that changes from step to step.
     /// Early stopping (its epoch ends are host branches) and the pulled model's merge run
     /// eagerly, and so, until they are checked under capture on a GPU, do FedDyn, MOON,
     /// ASO-Fed, augmentation, AdaViT's usage loss and learned or pruned widths. Adan (its
     /// first-step difference is step 0's, which runs eagerly) and distillation (tensor
     /// arithmetic on the exits' logits) read nothing from the host; the CPU test checks them
     /// at device counters, `fl-bench/scripts/gpu_checks.sh` under capture.
-    fn graphable(&self) -> bool {
-        self.cfg.cuda_graphs
-            && self.clients() <= MAX_GRAPH_CLIENTS
-            && self.data.x.device().is_cuda()
-            && cuda_graph::available()
+    fn replayable(&self) -> bool {
+        self.clients() <= MAX_GRAPH_CLIENTS
             && self.model.replayable()
             && self.stopping.is_none()
             && self.dyn_state.is_none()
