@@ -521,14 +521,24 @@ fn replayed_steps_train_what_the_cohort_trains_for_every_model() {
             _ => vec![sgd.clone()],
         };
         for cfg in configs {
-            let trainer = Sgd::new(cfg);
+            let trainer = Sgd::new(cfg.clone());
             let want = trainer.train_cohort(c.jobs()).unwrap();
-            let got = trainer.train_cohort_at_device_counters(c.jobs()).unwrap();
+            // Also twice with kept graphs, the second cohort in the tensors the first kept
+            // (where the options keep them).
+            let keeping = Sgd::new(SgdConfig { keep_graphs: true, ..cfg });
+            let runs = [
+                ("", trainer.train_cohort_at_device_counters(c.jobs()).unwrap()),
+                (" (kept graphs)", keeping.train_cohort_at_device_counters(c.jobs()).unwrap()),
+                (" (kept graphs, again)", keeping.train_cohort_at_device_counters(c.jobs()).unwrap()),
+            ];
             let opt = trainer.config().optimizer;
-            for (client, (g, w)) in got.iter().zip(&want).enumerate() {
-                assert_eq!((g.steps, g.mean_loss), (w.steps, w.mean_loss), "{name}, {opt:?}, client {client}");
-                for ((tensor, a), b) in g.params.iter().zip(w.params.tensors()) {
-                    assert!(a.equal(b), "{name}, {opt:?}, client {client}: `{tensor}` differs");
+            for (how, got) in &runs {
+                for (client, (g, w)) in got.iter().zip(&want).enumerate() {
+                    let at = format!("{name}{how}, {opt:?}, client {client}");
+                    assert_eq!((g.steps, g.mean_loss), (w.steps, w.mean_loss), "{at}");
+                    for ((tensor, a), b) in g.params.iter().zip(w.params.tensors()) {
+                        assert!(a.equal(b), "{at}: `{tensor}` differs");
+                    }
                 }
             }
         }
