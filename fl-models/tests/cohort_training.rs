@@ -485,8 +485,9 @@ proptest! {
 /// device, results written in place) train on the CPU exactly what the cohort's steps train,
 /// for every model of the zoo whose steps replay: dropout (each layer's masks made ahead in the
 /// noise block), BatchNorm's statistics over padded batches, gradient masks, sub-models, and
-/// each optimiser whose steps are captured. A step that would replay wrongly on a GPU (a host
-/// value baked in, a draw of another kind) fails here, without one.
+/// each optimiser whose steps are captured. A step that would read a wrong row or draw there
+/// (a counter off, a draw of another kind, a kept tensor not refilled) fails here, without a
+/// GPU; a host value baked into a graph shows only under capture (`gpu_checks.sh`).
 #[test]
 fn replayed_steps_train_what_the_cohort_trains_for_every_model() {
     use fl_core::trainer::distill::DistillConfig;
