@@ -396,8 +396,9 @@ impl Sgd {
     /// Trains `jobs` as one cohort the way steps replayed from CUDA graphs run: step 0 first,
     /// then every step reading its table rows and noise at counters kept on the device and
     /// writing its results in place, eagerly off CUDA. On CPU this trains, bit for bit, what
-    /// [`LocalTrainer::train_cohort`] trains: so the tests of each model's replayed steps need
-    /// no GPU. Refused for a model or options whose steps are not replayed.
+    /// [`LocalTrainer::train_cohort`] trains: so each model's replayed steps are tested without
+    /// a GPU, all but what only a capture shows (a host value baked into a graph). Refused for
+    /// a model or options whose steps are not replayed.
     pub fn train_cohort_at_device_counters(&self, jobs: Vec<TrainJob>) -> Result<Vec<TrainOutcome>> {
         let mut cohort = SgdCohort::new(self, jobs)?;
         if !cohort.replayable() {
