@@ -44,7 +44,8 @@ pub struct RunArgs {
     /// Compute device: cpu, cuda, cuda:N or auto.
     #[arg(long, default_value = "auto")]
     pub device: String,
-    /// Client jobs trained concurrently (default: the number of CPU cores).
+    /// Client jobs trained concurrently (default: the number of CPU cores over the experiment's
+    /// `[run] threads_per_job`).
     #[arg(long)]
     pub workers: Option<usize>,
     /// Override the experiment's seed (at most 2^63 − 1, the largest a TOML file can record).

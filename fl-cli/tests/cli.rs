@@ -159,6 +159,11 @@ fn config_errors_name_the_file_the_key_and_the_nearest_names() {
             "key `run.max_aggregations`: expected at least 1",
         ),
         (
+            "threads.toml",
+            format!("{BASE}[run]\nthreads_per_job = 0\n"),
+            "key `run.threads_per_job`: expected at least 1 (absent: 1)",
+        ),
+        (
             "cadence.toml",
             format!("{BASE}[eval]\nevery_virtual_s = 1e-9\n[run]\nmax_virtual_time_s = 100.0\n"),
             "key `eval.every_virtual_s`: 0.000000001 s evaluates 100000000000 times over run.max_virtual_time_s = 100; at most 1000000 evaluations",
@@ -215,10 +220,12 @@ fn same_seed_gives_identical_metrics_with_1_and_4_workers() {
         [devices]
         jitter = 0.3
     "#;
-    // Per-client training (the CPU default), and cohorts of at most 2 jobs.
+    // Per-client training (the CPU default), cohorts of at most 2 jobs, and jobs on 3 threads.
     let batched = format!("{text}\n[run]\nbatching = \"on\"\nmax_cohort = 2\n");
+    let threaded = format!("{text}\n[run]\nthreads_per_job = 3\n");
     let mut by_mode = Vec::new();
-    for (name, text) in [("det.toml", text.to_string()), ("det-cohorts.toml", batched)] {
+    for (name, text) in [("det.toml", text.to_string()), ("det-cohorts.toml", batched), ("det-threads.toml", threaded)]
+    {
         let file = write(dir.path(), name, &text);
         let metrics = |workers: &str, seed: Option<&str>| {
             let mut extra = vec!["--workers", workers, "--device", "cpu"];

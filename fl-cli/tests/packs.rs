@@ -156,6 +156,13 @@ fn fl_pack_writes_every_run_directory_and_reports_the_run_that_fails() {
     }
 }
 
+#[test]
+fn a_packed_run_keeps_one_thread_per_job() {
+    let threaded = Experiment::parse(&experiment_text("fedavg", 0.5, 2, "threads_per_job = 2"), "threaded").unwrap();
+    let err = threaded.build_in(&options(), &RunPack::new()).err().expect("a pack trains on one thread");
+    assert!(err.to_string().contains("run.threads_per_job"), "{err}");
+}
+
 fn read(dir: &Path, name: &str) -> String {
     std::fs::read_to_string(dir.join(name)).unwrap()
 }

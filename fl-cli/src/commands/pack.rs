@@ -24,7 +24,7 @@ type Member = (Experiment, Simulation, Reserved);
 
 pub fn pack(args: &PackArgs) -> Result<()> {
     let device = parse_device(&args.device)?;
-    let opts = RunOptions { device, workers: parse_workers(args.workers)?, data_dir: fl_build::data_dir() };
+    let opts = RunOptions { device, workers: parse_workers(args.workers, 1)?, data_dir: fl_build::data_dir() };
     let pack = RunPack::new();
     // Every run joins the pack before any starts: the pack waits for all its members.
     let mut runs: Vec<(PathBuf, Result<Member>)> = Vec::new();

@@ -17,7 +17,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
         experiment.seed = seed;
     }
     let device = parse_device(&args.device)?;
-    let workers = parse_workers(args.workers)?;
+    let workers = parse_workers(args.workers, experiment.run.threads_per_job.unwrap_or(1))?;
     let out = match &args.out {
         Some(out) => out.clone(),
         None => default_dir(&experiment.name, &args.file)?,
@@ -97,9 +97,10 @@ pub(super) fn simulate(
     ))
 }
 
-/// `--workers`, by default the number of CPU cores.
-pub(super) fn parse_workers(workers: Option<usize>) -> Result<usize> {
-    let workers = workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+/// `--workers`, by default the number of CPU cores over the threads each job uses.
+pub(super) fn parse_workers(workers: Option<usize>, threads_per_job: usize) -> Result<usize> {
+    let cores = || std::thread::available_parallelism().map_or(1, |n| n.get());
+    let workers = workers.unwrap_or_else(|| (cores() / threads_per_job.max(1)).max(1));
     if workers == 0 {
         bail!("--workers: expected at least 1");
     }

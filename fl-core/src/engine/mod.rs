@@ -35,7 +35,7 @@ pub use record::{ClientStats, EvalConfig, EvalRecord, Observer, RejectedUpdate, 
 use crate::aggregator::Aggregator;
 use crate::clock::{EventQueue, ticks};
 use crate::data::Dataset;
-use crate::error::{EngineError, Error, Result};
+use crate::error::{EngineError, Error, InvalidKey, Result};
 use crate::mask_policy::MaskPolicy;
 use crate::model::Model;
 use crate::params::ParamSet;
@@ -129,6 +129,13 @@ impl Simulation {
         if partition.is_empty() {
             return Err(EngineError::NoClients.into());
         }
+        let threads_per_job = run.threads_per_job.unwrap_or(1);
+        if pack.is_some() && threads_per_job != 1 {
+            return Err(Error::Key(
+                InvalidKey::new("threads_per_job", "a pack trains its runs' cohorts on one thread: leave it out")
+                    .under("run"),
+            ));
+        }
         let cohorts = run.batching.cohorts_on(device);
         let cohort_cap = if cohorts && trainer.batches() { run.max_cohort.unwrap_or(usize::MAX) } else { 1 };
         let in_flight = scheduler.max_in_flight(partition.len());
@@ -197,7 +204,7 @@ impl Simulation {
             run,
             seed,
             shapes,
-            pool: WorkerPool::new(workers),
+            pool: WorkerPool::with_job_threads(workers, threads_per_job),
             cohort_cap,
             deferred: Vec::new(),
             pack,
@@ -312,7 +319,9 @@ impl Simulation {
     }
 
     fn run_events(&mut self, observer: &mut dyn Observer) -> Result<Summary> {
-        tch::set_num_threads(1);
+        // As the workers: the evaluation's batches score alike on either.
+        let threads = i32::try_from(self.world.run.threads_per_job.unwrap_or(1)).expect("a thread count fits an i32");
+        tch::set_num_threads(threads);
         let planned = self.planned_aggregations();
         let w = &mut self.world;
         w.planned = planned;

@@ -1,8 +1,8 @@
 //! A fixed pool of worker threads running client jobs concurrently.
 //!
-//! Each worker pins libtorch's intra-op parallelism to one thread: jobs, not ops, are the
-//! unit of parallelism, and a fixed thread count keeps CPU results bit-identical whatever the
-//! number of workers.
+//! Each worker pins libtorch's intra-op parallelism to a fixed thread count, one unless the
+//! run asks for more (`[run] threads_per_job`): jobs, not ops, are the unit of parallelism,
+//! and a fixed thread count keeps CPU results bit-identical whatever the number of workers.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,8 +15,8 @@ use crate::error::JobFailure;
 type Task = Box<dyn FnOnce() + Send>;
 
 /// Worker threads that start submitted closures in submission order, each thread with
-/// libtorch's intra-op parallelism pinned to one thread. Dropping the pool skips queued jobs
-/// and joins the threads.
+/// libtorch's intra-op parallelism pinned to a fixed count. Dropping the pool skips queued
+/// jobs and joins the threads.
 pub struct WorkerPool {
     sender: Option<Sender<Task>>,
     /// Set when the pool is dropped: queued jobs whose results nobody waits for are skipped.
@@ -50,8 +50,14 @@ pub(crate) fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
 }
 
 impl WorkerPool {
-    /// A pool of `workers` threads (at least one).
+    /// A pool of `workers` threads (at least one), each job on one intra-op thread.
     pub fn new(workers: usize) -> Self {
+        Self::with_job_threads(workers, 1)
+    }
+
+    /// A pool of `workers` threads (at least one), each job on `threads` intra-op threads.
+    pub fn with_job_threads(workers: usize, threads: usize) -> Self {
+        let threads_per_job = i32::try_from(threads.max(1)).expect("a thread count fits an i32");
         let (sender, receiver) = mpsc::channel::<Task>();
         let receiver = Arc::new(Mutex::new(receiver));
         let threads = (0..workers.max(1))
@@ -60,7 +66,7 @@ impl WorkerPool {
                 std::thread::Builder::new()
                     .name(format!("fl-worker-{i}"))
                     .spawn(move || {
-                        tch::set_num_threads(1);
+                        tch::set_num_threads(threads_per_job);
                         loop {
                             let task = match receiver.lock() {
                                 Ok(r) => r.recv(),
@@ -105,5 +111,17 @@ impl Drop for WorkerPool {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jobs_run_on_the_pools_intra_op_thread_count() {
+        let threads = |pool: WorkerPool| pool.submit(tch::get_num_threads).wait().unwrap();
+        assert_eq!(threads(WorkerPool::new(2)), 1);
+        assert_eq!(threads(WorkerPool::with_job_threads(1, 3)), 3);
     }
 }
