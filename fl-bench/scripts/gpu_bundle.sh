@@ -11,9 +11,10 @@
 # which runs gpu_checks.sh (quickstart on CUDA and CPU, the column as one pack for
 # $PACK_SECONDS, default 150; first the experiment $CELL, a path from the repository root such
 # as gpu-bundle/kdd23-cell-40.toml, with CUDA graphs, with kept graphs and without, if set) and
-# the end-to-end bench (CPU, then CUDA), then the 40-round cell on every CPU core, each under a
-# timeout (300, 220 and 60 s: under the device's 600 s a command), about 9 minutes together,
-# and leaves their outputs in $OUT.
+# the end-to-end bench (CPU, then CUDA), then the cell for 20 rounds on every CPU core, one
+# thread a job and then 4 ([run] threads_per_job), each under a timeout (290, 220 and 2 x 40 s:
+# under the device's 600 s a command), about 9 minutes together, and leaves their outputs in
+# $OUT.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 b=gpu-bundle
@@ -47,6 +48,8 @@ done
 rm -rf "$emit"
 sed 's/^rounds = 3$/rounds = 40/' fl-bench/experiments/kdd23-cell.toml > "$b/kdd23-cell-40.toml"
 grep -qx 'rounds = 40' "$b/kdd23-cell-40.toml"
+sed 's/^rounds = 3$/rounds = 20/' fl-bench/experiments/kdd23-cell.toml > "$b/kdd23-cell-cpu.toml"
+printf '[run]\nthreads_per_job = 4\n' | cat "$b/kdd23-cell-cpu.toml" - > "$b/kdd23-cell-cpu-4-threads.toml"
 
 cat > "$b/run.sh" <<'EOF'
 #!/bin/bash
@@ -61,12 +64,13 @@ export LD_LIBRARY_PATH="$torch/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export LIBTORCH="$torch" FL_DATA_DIR="$PWD/$b/data" FL_BENCH_DIR="$PWD/fl-bench"
 gunzip -kf "$b"/data/mnist/*.gz
 { nvidia-smi -L; python3 -c 'import torch; print("torch", torch.__version__)'; nproc; } > "$out/machine.txt" 2>&1
-timeout 300 fl-bench/scripts/gpu_checks.sh "$PWD/$b/fl" "$PWD/$b/pack" "${PACK_SECONDS:-150}" ${CELL:+"$PWD/$CELL"} > "$out/gpu_checks.txt" 2>&1
+timeout 290 fl-bench/scripts/gpu_checks.sh "$PWD/$b/fl" "$PWD/$b/pack" "${PACK_SECONDS:-150}" ${CELL:+"$PWD/$CELL"} > "$out/gpu_checks.txt" 2>&1
 echo "gpu_checks.sh: exit status $?" >> "$out/gpu_checks.txt"
 timeout 220 "$b/end_to_end" --bench > "$out/bench.txt" 2>&1
 echo "end_to_end: exit status $?" >> "$out/bench.txt"
-cpu=$(mktemp -d)
-echo "kdd23 cell, 40 rounds, CPU, $(nproc) workers: $(timeout 60 "$b/fl" run "$b/kdd23-cell-40.toml" --device cpu --workers "$(nproc)" --out "$cpu" --quiet | head -1)" > "$out/cpu_cores.txt" 2>&1
+for cell in kdd23-cell-cpu kdd23-cell-cpu-4-threads; do
+    echo "$cell (20 rounds), CPU, $(nproc) cores: $(timeout 40 "$b/fl" run "$b/$cell.toml" --device cpu --out "$(mktemp -d)" --quiet | head -1)"
+done > "$out/cpu_cores.txt" 2>&1
 cp "$b/pack/pack.txt" "$out/" 2>/dev/null
 grep -v "memory plan" "$out/machine.txt" "$out/gpu_checks.txt" "$out/bench.txt" "$out/cpu_cores.txt"
 EOF
