@@ -17,7 +17,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
         experiment.seed = seed;
     }
     let device = parse_device(&args.device)?;
-    let workers = parse_workers(args.workers, experiment.run.threads_per_job.unwrap_or(1))?;
+    let workers = parse_workers(args.workers, experiment.run.job_threads())?;
     let out = match &args.out {
         Some(out) => out.clone(),
         None => default_dir(&experiment.name, &args.file)?,

@@ -129,7 +129,7 @@ impl Simulation {
         if partition.is_empty() {
             return Err(EngineError::NoClients.into());
         }
-        let threads_per_job = run.threads_per_job.unwrap_or(1);
+        let threads_per_job = run.job_threads();
         if pack.is_some() && threads_per_job != 1 {
             return Err(Error::Key(
                 InvalidKey::new("threads_per_job", "a pack trains its runs' cohorts on one thread: leave it out")
@@ -320,8 +320,7 @@ impl Simulation {
 
     fn run_events(&mut self, observer: &mut dyn Observer) -> Result<Summary> {
         // As the workers: the evaluation's batches score alike on either.
-        let threads = i32::try_from(self.world.run.threads_per_job.unwrap_or(1)).expect("a thread count fits an i32");
-        tch::set_num_threads(threads);
+        pool::pin_intra_op_threads(self.world.run.job_threads());
         let planned = self.planned_aggregations();
         let w = &mut self.world;
         w.planned = planned;

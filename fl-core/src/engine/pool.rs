@@ -56,8 +56,7 @@ impl WorkerPool {
     }
 
     /// A pool of `workers` threads (at least one), each job on `threads` intra-op threads.
-    pub fn with_job_threads(workers: usize, threads: usize) -> Self {
-        let threads_per_job = i32::try_from(threads.max(1)).expect("a thread count fits an i32");
+    pub fn with_job_threads(workers: usize, threads_per_job: usize) -> Self {
         let (sender, receiver) = mpsc::channel::<Task>();
         let receiver = Arc::new(Mutex::new(receiver));
         let threads = (0..workers.max(1))
@@ -66,7 +65,7 @@ impl WorkerPool {
                 std::thread::Builder::new()
                     .name(format!("fl-worker-{i}"))
                     .spawn(move || {
-                        tch::set_num_threads(threads_per_job);
+                        pin_intra_op_threads(threads_per_job);
                         loop {
                             let task = match receiver.lock() {
                                 Ok(r) => r.recv(),
@@ -102,6 +101,11 @@ impl WorkerPool {
         self.sender.as_ref().expect("pool is open").send(task).expect("workers are alive");
         JobHandle { receiver: rx }
     }
+}
+
+/// Pins libtorch's intra-op parallelism on the calling thread to `threads` (at least one).
+pub(crate) fn pin_intra_op_threads(threads: usize) {
+    tch::set_num_threads(i32::try_from(threads.max(1)).expect("a thread count fits an i32"));
 }
 
 impl Drop for WorkerPool {

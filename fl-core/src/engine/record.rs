@@ -102,6 +102,11 @@ pub struct RunConfig {
 }
 
 impl RunConfig {
+    /// Intra-op threads of each job ([`RunConfig::threads_per_job`], absent: 1).
+    pub fn job_threads(&self) -> usize {
+        self.threads_per_job.unwrap_or(1)
+    }
+
     /// Checks that `max_virtual_time_s` is positive, `max_aggregations`, `max_updates`,
     /// `max_cohort` and `threads_per_job` at least 1, and the accuracies in (0, 1]; the error
     /// names the key.
