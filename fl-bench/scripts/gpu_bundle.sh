@@ -9,8 +9,9 @@
 # then on the GPU machine, from the repository root with gpu-bundle carried along:
 #   gpu-bundle/run.sh
 # which runs gpu_checks.sh (quickstart on CUDA and CPU, the column as one pack for
-# $PACK_SECONDS, default 150; first the experiment $CELL, a path from the repository root such
-# as gpu-bundle/kdd23-cell-40.toml, with CUDA graphs, with kept graphs and without, if set) and
+# $PACK_SECONDS, default 130; first the experiment $CELL, a path from the repository root such
+# as gpu-bundle/kdd23-cell-40.toml, with CUDA graphs, with kept graphs and without, if set;
+# FedDyn, MOON, ASO-Fed and augmentation with graphs and without) and
 # the end-to-end bench (CPU, then CUDA), then the cell for 20 rounds on every CPU core, one
 # thread a job and then 4 ([run] threads_per_job), each under a timeout (290, 220 and 2 x 40 s:
 # under the device's 600 s a command), about 9 minutes together, and leaves their outputs in
@@ -64,7 +65,7 @@ export LD_LIBRARY_PATH="$torch/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export LIBTORCH="$torch" FL_DATA_DIR="$PWD/$b/data" FL_BENCH_DIR="$PWD/fl-bench"
 gunzip -kf "$b"/data/mnist/*.gz
 { nvidia-smi -L; python3 -c 'import torch; print("torch", torch.__version__)'; nproc; } > "$out/machine.txt" 2>&1
-timeout 290 fl-bench/scripts/gpu_checks.sh "$PWD/$b/fl" "$PWD/$b/pack" "${PACK_SECONDS:-150}" ${CELL:+"$PWD/$CELL"} > "$out/gpu_checks.txt" 2>&1
+timeout 290 fl-bench/scripts/gpu_checks.sh "$PWD/$b/fl" "$PWD/$b/pack" "${PACK_SECONDS:-130}" ${CELL:+"$PWD/$CELL"} > "$out/gpu_checks.txt" 2>&1
 echo "gpu_checks.sh: exit status $?" >> "$out/gpu_checks.txt"
 timeout 220 "$b/end_to_end" --bench > "$out/bench.txt" 2>&1
 echo "end_to_end: exit status $?" >> "$out/bench.txt"

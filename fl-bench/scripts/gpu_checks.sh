@@ -12,7 +12,8 @@
 # row's, whose Adan and distillation steps are captured too), it first runs that alone with CUDA
 # graphs, with graphs kept across cohorts ([trainer] keep_graphs = true) and without graphs
 # ([trainer] cuda_graphs = false), prints the three and whether the first two's metrics are
-# byte-identical with the eager run's. The end-to-end ratios are `cargo xtask bench` (or its end_to_end binary with
+# byte-identical with the eager run's. Then FedDyn, MOON, ASO-Fed and augmentation, each with
+# and without graphs (2 short runs). The end-to-end ratios are `cargo xtask bench` (or its end_to_end binary with
 # FL_BENCH_DIR set).
 set -u
 fl=$1 dir=$2 seconds=${3:-320} cell=${4:-}
@@ -31,6 +32,26 @@ if [ -n "$cell" ]; then
         echo "cell metrics $([ $i = 0 ] && echo with graphs || echo with kept graphs) and eager: $same"
     done
 fi
+# The options whose steps are captured since 2026-11-29, each on benchmark (a)'s FedAvg cut to
+# 2 rounds (the second starts from the state the first left), with graphs and eager; where the
+# two differ, eager again, which tells a capture's error from kernels that vary run to run.
+for opt in "dyn_alpha = 0.01" "moon_mu = 1.0" "aso_beta = 0.5" "augment = { translate = 2, flip = true }"; do
+    outs=()
+    for graphs in true false false; do
+        toml=$(mktemp --suffix=.toml) out=$(mktemp -d)
+        sed -e 's/^rounds = 10$/rounds = 2/' -e "/^\[trainer\]/a $opt" -e "/^\[trainer\]/a cuda_graphs = $graphs" \
+            fl-bench/experiments/fedavg-mnist-iid.toml > "$toml"
+        "$fl" run "$toml" --out "$out" --device cuda --workers 1 --quiet > /dev/null
+        outs+=("$out")
+        [ ${#outs[@]} = 2 ] && cmp -s "${outs[0]}/metrics.csv" "${outs[1]}/metrics.csv" && break
+    done
+    if [ ${#outs[@]} = 2 ]; then
+        echo "$opt: metrics with graphs and eager identical"
+    else
+        cmp -s "${outs[1]}/metrics.csv" "${outs[2]}/metrics.csv" && again=identical || again=DIFFERENT
+        echo "$opt: metrics with graphs and eager DIFFERENT (eager twice: $again)"
+    fi
+done
 for device in cuda cpu; do
     out=$(mktemp -d)
     echo "quickstart $device: $("$fl" run experiments/quickstart.toml --out "$out" --device "$device" --quiet | head -1)"

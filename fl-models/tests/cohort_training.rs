@@ -485,9 +485,11 @@ proptest! {
 /// device, results written in place) train on the CPU exactly what the cohort's steps train,
 /// for every model of the zoo whose steps replay: dropout (each layer's masks made ahead in the
 /// noise block), BatchNorm's statistics over padded batches, gradient masks, sub-models, and
-/// each optimiser whose steps are captured. A step that would read a wrong row or draw there
-/// (a counter off, a draw of another kind, a kept tensor not refilled) fails here, without a
-/// GPU; a host value baked into a graph shows only under capture (`gpu_checks.sh`).
+/// each optimiser whose steps are captured. Five epochs, so that most steps of a shape are
+/// replays, which off CUDA run with the index of the step their shape was captured at. A step
+/// that would read a wrong row or draw there (a counter off, a draw of another kind, a kept
+/// tensor not refilled, a row or value taken by the host's step index) fails here, without a
+/// GPU; what only a capture shows (a host read) is `gpu_checks.sh`'s.
 #[test]
 fn replayed_steps_train_what_the_cohort_trains_for_every_model() {
     use fl_core::trainer::distill::DistillConfig;
@@ -510,9 +512,9 @@ fn replayed_steps_train_what_the_cohort_trains_for_every_model() {
         ("vit", case("vit", vit, image(3, 4), &[6, 3, 5], None)),
         ("vit in a depth window, distilled", vit_window),
     ];
-    let sgd = cfg(0.5, 0.1);
-    let adam = SgdConfig { optimizer: Optimizer::Adam, lr: 0.01, momentum: 0.0, ..cfg(0.0, 0.1) };
-    let adan = SgdConfig { optimizer: Optimizer::Adan, lr: 0.01, momentum: 0.0, ..cfg(0.0, 0.0) };
+    let sgd = SgdConfig { epochs: 5, ..cfg(0.5, 0.1) };
+    let adam = SgdConfig { optimizer: Optimizer::Adam, lr: 0.01, momentum: 0.0, epochs: 5, ..cfg(0.0, 0.1) };
+    let adan = SgdConfig { optimizer: Optimizer::Adan, lr: 0.01, momentum: 0.0, epochs: 5, ..cfg(0.0, 0.0) };
     for (name, c) in &cases {
         let configs = match *name {
             "vit in a depth window, distilled" => {
@@ -522,26 +524,8 @@ fn replayed_steps_train_what_the_cohort_trains_for_every_model() {
             _ => vec![sgd.clone()],
         };
         for cfg in configs {
-            let trainer = Sgd::new(cfg.clone());
-            let want = trainer.train_cohort(c.jobs()).unwrap();
-            // Also twice with kept graphs, the second cohort in the tensors the first kept
-            // (where the options keep them).
-            let keeping = Sgd::new(SgdConfig { keep_graphs: true, ..cfg });
-            let runs = [
-                ("", trainer.train_cohort_at_device_counters(c.jobs()).unwrap()),
-                (" (kept graphs)", keeping.train_cohort_at_device_counters(c.jobs()).unwrap()),
-                (" (kept graphs, again)", keeping.train_cohort_at_device_counters(c.jobs()).unwrap()),
-            ];
-            let opt = trainer.config().optimizer;
-            for (how, got) in &runs {
-                for (client, (g, w)) in got.iter().zip(&want).enumerate() {
-                    let at = format!("{name}{how}, {opt:?}, client {client}");
-                    assert_eq!((g.steps, g.mean_loss), (w.steps, w.mean_loss), "{at}");
-                    for ((tensor, a), b) in g.params.iter().zip(w.params.tensors()) {
-                        assert!(a.equal(b), "{at}: `{tensor}` differs");
-                    }
-                }
-            }
+            let opt = cfg.optimizer;
+            replays_train_what_the_cohort_trains(&format!("{name}, {opt:?}"), cfg, &|| c.jobs());
         }
     }
     // A model whose forward pass reads the host is not replayed: nothing to train so.
@@ -549,4 +533,70 @@ fn replayed_steps_train_what_the_cohort_trains_for_every_model() {
     let pm = case("probability-mask", base, image(1, 5), &[4, 3], None);
     let err = Sgd::new(sgd).train_cohort_at_device_counters(pm.jobs()).err().expect("not replayed");
     assert!(err.to_string().contains("not replayed"), "{err}");
+}
+
+/// [`replayed_steps_train_what_the_cohort_trains_for_every_model`] for the options that carry
+/// a client's state from job to job (FedDyn's gradient, MOON's previous model, ASO-Fed's h and
+/// previous gradient) and for augmentation (its draws from the noise block): each on the MLP
+/// (hand-derived gradients where the loss is plain) and on cnn2 (autograd), in a second job of
+/// every client, which starts from the state its first left.
+#[test]
+fn replayed_steps_train_what_the_cohort_trains_with_client_state_and_augmentation() {
+    use fl_core::trainer::augment::AugmentConfig;
+    let models = [
+        ("mlp", case("mlp", "hidden = [12]\ndropout = 0.5", image(1, 5), &[7, 3, 5], None)),
+        ("cnn2", case("cnn2", "", image(1, 8), &[5, 9, 2], None)),
+    ];
+    let base = SgdConfig { epochs: 5, ..cfg(0.5, 0.0) };
+    let augment = AugmentConfig { crop_scale: Some([0.5, 1.0]), translate: 1, flip: true, ..AugmentConfig::default() };
+    let options = [
+        ("FedDyn", SgdConfig { dyn_alpha: 0.1, ..base.clone() }),
+        ("MOON", SgdConfig { moon_mu: 1.0, ..base.clone() }),
+        ("ASO-Fed", SgdConfig { aso_beta: Some(0.5), prox_mu: 0.1, ..base.clone() }),
+        ("augmentation", SgdConfig { augment: Some(augment), ..base }),
+    ];
+    for (option, cfg) in options {
+        for (name, c) in &models {
+            let first = Sgd::new(cfg.clone()).train_cohort(c.jobs()).unwrap();
+            let second = || {
+                let mut jobs = c.jobs();
+                for (job, done) in jobs.iter_mut().zip(&first) {
+                    job.state = done.state.as_ref().map(fl_core::ParamSet::shallow_clone);
+                }
+                jobs
+            };
+            replays_train_what_the_cohort_trains(&format!("{name}, {option}"), cfg.clone(), &second);
+        }
+    }
+}
+
+/// Trains `jobs()` with `cfg` as one cohort, and again three times at device counters: alone,
+/// then twice with kept graphs, the second cohort in the tensors the first kept (where the
+/// options keep them). Every run must give each client the cohort's steps, loss and tensors to
+/// the bit.
+fn replays_train_what_the_cohort_trains(name: &str, cfg: SgdConfig, jobs: &dyn Fn() -> Vec<TrainJob>) {
+    let trainer = Sgd::new(cfg.clone());
+    let want = trainer.train_cohort(jobs()).unwrap();
+    let keeping = Sgd::new(SgdConfig { keep_graphs: true, ..cfg });
+    let runs = [
+        ("", trainer.train_cohort_at_device_counters(jobs()).unwrap()),
+        (" (kept graphs)", keeping.train_cohort_at_device_counters(jobs()).unwrap()),
+        (" (kept graphs, again)", keeping.train_cohort_at_device_counters(jobs()).unwrap()),
+    ];
+    for (how, got) in &runs {
+        for (client, (g, w)) in got.iter().zip(&want).enumerate() {
+            let at = format!("{name}{how}, client {client}");
+            assert_eq!((g.steps, g.mean_loss), (w.steps, w.mean_loss), "{at}");
+            for ((tensor, a), b) in g.params.iter().zip(w.params.tensors()) {
+                assert!(a.equal(b), "{at}: `{tensor}` differs");
+            }
+            let states = (g.state.as_ref(), w.state.as_ref());
+            assert_eq!(states.0.is_some(), states.1.is_some(), "{at}: state");
+            if let (Some(gs), Some(ws)) = states {
+                for ((tensor, a), b) in gs.iter().zip(ws.tensors()) {
+                    assert!(a.equal(b), "{at}: state `{tensor}` differs");
+                }
+            }
+        }
+    }
 }

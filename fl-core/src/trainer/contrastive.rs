@@ -40,6 +40,11 @@ impl Contrast {
         Contrast { mu, temperature, previous, has_previous }
     }
 
+    /// The tensors a step reads: the previous models, then `has_previous`.
+    pub fn tensors_mut(&mut self) -> impl Iterator<Item = &mut Tensor> {
+        self.previous.iter_mut().chain(std::iter::once(&mut self.has_previous))
+    }
+
     /// μ · Σ_c Σ_b w[c, b] ℓ_con[c, b] for the first `k` clients: `z` `[k, B, D]` their
     /// features in training, `start` the stacked start models, `x` the batch and `weights`
     /// `[k, B]` the batch's loss weights (`1/len`, 0 for padding).

@@ -54,6 +54,11 @@ impl DecayGradient {
         });
     }
 
+    /// The tensors a step reads and moves on: h, then the previous gradients.
+    pub fn tensors_mut(&mut self) -> impl Iterator<Item = &mut Tensor> {
+        self.h.iter_mut().chain(self.prev.iter_mut())
+    }
+
     /// The state of cohort slot `slot` for the client's next job.
     pub fn state_of(&self, slot: i64, names: &[String]) -> Result<ParamSet> {
         let tensors = self.h.iter().chain(&self.prev).map(|t| t.get(slot).copy()).collect();

@@ -19,8 +19,7 @@ use tch::{Device, Kind, Tensor};
 
 use crate::data::Dataset;
 use crate::model::Model;
-use crate::trainer::captured_steps::StepShape;
-use crate::trainer::cuda_graph::Graph;
+use crate::trainer::captured_steps::{Replay, StepShape};
 use crate::trainer::sgd::SgdConfig;
 
 /// What a captured step's kernels depend on besides the values of the tensors it reads:
@@ -50,11 +49,12 @@ impl PartialEq for StepKey {
     }
 }
 
-/// A finished cohort's graphs and the tensors they read, in the order of the key's inputs.
+/// A finished cohort's graphs (off CUDA, their emulation) and the tensors they read, in the
+/// order of the key's inputs.
 pub(crate) struct KeptSteps {
     pub key: StepKey,
     pub inputs: Vec<Tensor>,
-    pub graphs: BTreeMap<StepShape, Graph>,
+    pub replays: BTreeMap<StepShape, Replay>,
 }
 
 /// Kinds of cohort a thread keeps steps for; the least recently kept goes first.

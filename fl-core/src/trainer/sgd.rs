@@ -172,9 +172,9 @@ pub struct SgdConfig {
     pub usage: Option<UsageConfig>,
     /// On CUDA, capture each step shape of a cohort once as a CUDA graph and replay it (one
     /// launch a step instead of a hundred; [`crate::trainer::cuda_graph`]), where the build
-    /// has CUDA graphs and the options allow (cohorts of at most 128 clients, SGD or Adam, no
-    /// early stopping, pulls, FedDyn, MOON, ASO-Fed, augmentation, distillation, learned or pruned
-    /// widths, a [`Model::replayable`] model); default on.
+    /// has CUDA graphs and the options allow (cohorts of at most 128 clients, a
+    /// [`Model::replayable`] model, no early stopping, pulls, AdaViT's usage loss, Q-ViT
+    /// quantisation, learned or pruned widths); default on.
     /// No effect on CPU. Left out of the resolved config while on: it changes no result (the
     /// kdd23 cell's metrics are byte-identical either way), and runs resume across it.
     #[serde(skip_serializing_if = "is_true")]
@@ -397,8 +397,10 @@ impl Sgd {
     /// then every step reading its table rows and noise at counters kept on the device and
     /// writing its results in place, eagerly off CUDA. On CPU this trains, bit for bit, what
     /// [`LocalTrainer::train_cohort`] trains: so each model's replayed steps are tested without
-    /// a GPU, all but what only a capture shows (a host value baked into a graph). Refused for
-    /// a model or options whose steps are not replayed.
+    /// a GPU. A step of a shape a GPU would replay runs with the index of the step its graph
+    /// would have been captured at, so a step that takes a row or a value by the host's step
+    /// index trains other numbers; only a host read shows under capture alone. Refused for a
+    /// model or options whose steps are not replayed.
     pub fn train_cohort_at_device_counters(&self, jobs: Vec<TrainJob>) -> Result<Vec<TrainOutcome>> {
         let mut cohort = SgdCohort::new(self, jobs)?;
         if !cohort.replayable() {
@@ -894,25 +896,22 @@ impl SgdCohort {
     /// Whether this cohort's steps could be replayed: at most [`MAX_GRAPH_CLIENTS`] clients, a
     /// model whose forward pass reads nothing from the host ([`Model::replayable`]), and
     /// options whose steps keep no host state that changes from step to step.
-    /// Early stopping (its epoch ends are host branches) and the pulled model's merge run
-    /// eagerly, and so, until they are checked under capture on a GPU, do FedDyn, MOON,
-    /// ASO-Fed, augmentation, AdaViT's usage loss and learned or pruned widths. Adan (its
-    /// first-step difference is step 0's, which runs eagerly) and distillation (tensor
-    /// arithmetic on the exits' logits) read nothing from the host; the CPU test checks them
-    /// at device counters, `fl-bench/scripts/gpu_checks.sh` under capture.
+    /// Early stopping (its epoch ends are host branches), the pulled model's merge, Q-ViT's
+    /// update count and pruned or learned widths (host schedules) run eagerly, and so, until
+    /// checked, does AdaViT's usage loss. Adan (its first-step difference is step 0's, which
+    /// runs eagerly), distillation, FedDyn, MOON, ASO-Fed (tensor arithmetic on state stacked
+    /// on the device) and augmentation (its draws in the noise block) read nothing from the
+    /// host: the CPU test checks them at device counters with replays run at their capture's
+    /// step index, `fl-bench/scripts/gpu_checks.sh` under capture.
     fn replayable(&self) -> bool {
         self.clients() <= MAX_GRAPH_CLIENTS
             && self.model.replayable()
             && self.stopping.is_none()
-            && self.dyn_state.is_none()
-            && self.contrast.is_none()
-            && self.decay.is_none()
             && self.pull.is_none()
             && self.width.is_none()
             && self.platon.is_none()
             && self.quantizer.is_none()
             && self.usage.is_none()
-            && self.cfg.augment.is_none()
     }
 
     /// Whether a step's loss is plain cross-entropy (no MOON, distillation, usage or
@@ -925,7 +924,7 @@ impl SgdCohort {
     /// noise draws a step makes and whether the model reads the padding mask, then every draw
     /// and table row read at device counters.
     fn run_captured(&mut self, until: usize) -> Result<()> {
-        let mut kept_graphs = BTreeMap::new();
+        let mut kept_replays = BTreeMap::new();
         if self.step == 0 {
             self.device_step = Some(Tensor::zeros([1], (Kind::Int64, self.data.x.device())));
             self.noise.record_step();
@@ -935,23 +934,23 @@ impl SgdCohort {
             if self.keeps_graphs() {
                 if let Some(kept) = kept_steps::take(&self.step_key()) {
                     self.adopt(kept.inputs);
-                    kept_graphs = kept.graphs;
+                    kept_replays = kept.replays;
                 }
             }
         }
         let total = self.schedule.total_steps();
         let shapes = (self.step..total).map(|t| self.shape(t));
-        let mut steps = CapturedSteps::new(shapes, self.data.x.device().is_cuda(), kept_graphs);
+        let mut steps = CapturedSteps::new(shapes, self.data.x.device().is_cuda(), kept_replays);
         while self.step < until {
             let t = self.step;
             self.noise.start_step();
-            steps.run(self.shape(t), || self.sgd_step(t))?;
+            steps.run(self.shape(t), t, |i| self.sgd_step(i))?;
             self.step += 1;
         }
         if self.keeps_graphs() && self.step == total {
             let key = self.step_key();
             let inputs = self.release();
-            kept_steps::keep(KeptSteps { key, inputs, graphs: steps.into_graphs() });
+            kept_steps::keep(KeptSteps { key, inputs, replays: steps.into_replays() });
         }
         Ok(())
     }
@@ -970,6 +969,9 @@ impl SgdCohort {
         inputs.extend(self.velocity.iter_mut());
         inputs.extend(self.second.iter_mut());
         inputs.extend(self.grad_mask.iter_mut().flatten());
+        inputs.extend(self.dyn_state.iter_mut().flatten());
+        inputs.extend(self.contrast.iter_mut().flat_map(Contrast::tensors_mut));
+        inputs.extend(self.decay.iter_mut().flat_map(DecayGradient::tensors_mut));
         inputs.extend(self.schedule.tables_mut());
         inputs.extend(self.rates.tables_mut());
         inputs.extend(self.noise.device_tensors_mut());
