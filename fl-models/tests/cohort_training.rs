@@ -539,9 +539,10 @@ fn replayed_steps_train_what_the_cohort_trains_for_every_model() {
 /// a client's state from job to job (FedDyn's gradient, MOON's previous model, ASO-Fed's h and
 /// previous gradient) and for augmentation (its draws from the noise block): each on the MLP
 /// (hand-derived gradients where the loss is plain) and on cnn2 (autograd), in a second job of
-/// every client, which starts from the state its first left.
+/// every client, which starts from the state its first left. And AdaViT: a ViT's decisions
+/// (drawn from the noise block) with the usage loss, clients of three budgets, with Adam.
 #[test]
-fn replayed_steps_train_what_the_cohort_trains_with_client_state_and_augmentation() {
+fn replayed_steps_train_what_the_cohort_trains_with_every_replayed_option() {
     use fl_core::trainer::augment::AugmentConfig;
     let models = [
         ("mlp", case("mlp", "hidden = [12]\ndropout = 0.5", image(1, 5), &[7, 3, 5], None)),
@@ -553,7 +554,7 @@ fn replayed_steps_train_what_the_cohort_trains_with_client_state_and_augmentatio
         ("FedDyn", SgdConfig { dyn_alpha: 0.1, ..base.clone() }),
         ("MOON", SgdConfig { moon_mu: 1.0, ..base.clone() }),
         ("ASO-Fed", SgdConfig { aso_beta: Some(0.5), prox_mu: 0.1, ..base.clone() }),
-        ("augmentation", SgdConfig { augment: Some(augment), ..base }),
+        ("augmentation", SgdConfig { augment: Some(augment), ..base.clone() }),
     ];
     for (option, cfg) in options {
         for (name, c) in &models {
@@ -568,6 +569,24 @@ fn replayed_steps_train_what_the_cohort_trains_with_client_state_and_augmentatio
             replays_train_what_the_cohort_trains(&format!("{name}, {option}"), cfg.clone(), &second);
         }
     }
+    let vit = "depth = 2\nhidden = 8\nmlp = 12\nheads = 2\npatch = 2\ndecisions = { initial_keep = 0.8 }";
+    let adavit = case("vit", vit, image(3, 4), &[6, 3, 5], None);
+    let groups = adavit.model.structure().groups.len();
+    let budgets = || {
+        let mut jobs = adavit.jobs();
+        for (job, ratio) in jobs.iter_mut().zip([0.125, 0.5, 1.0]) {
+            job.width = Some(fl_core::WidthBudget::new(ratio, (0..groups).collect(), vec![], true));
+        }
+        jobs
+    };
+    let usage = SgdConfig {
+        optimizer: fl_core::trainer::sgd::Optimizer::Adam,
+        lr: 0.01,
+        momentum: 0.0,
+        usage: Some(fl_core::trainer::usage::UsageConfig { weight: 1.0 }),
+        ..base
+    };
+    replays_train_what_the_cohort_trains("vit with decisions, usage loss", usage, &budgets);
 }
 
 /// Trains `jobs()` with `cfg` as one cohort, and again three times at device counters: alone,

@@ -173,8 +173,8 @@ pub struct SgdConfig {
     /// On CUDA, capture each step shape of a cohort once as a CUDA graph and replay it (one
     /// launch a step instead of a hundred; [`crate::trainer::cuda_graph`]), where the build
     /// has CUDA graphs and the options allow (cohorts of at most 128 clients, a
-    /// [`Model::replayable`] model, no early stopping, pulls, AdaViT's usage loss, Q-ViT
-    /// quantisation, learned or pruned widths); default on.
+    /// [`Model::replayable`] model, no early stopping, pulls, Q-ViT quantisation, learned or
+    /// pruned widths); default on.
     /// No effect on CPU. Left out of the resolved config while on: it changes no result (the
     /// kdd23 cell's metrics are byte-identical either way), and runs resume across it.
     #[serde(skip_serializing_if = "is_true")]
@@ -897,11 +897,10 @@ impl SgdCohort {
     /// model whose forward pass reads nothing from the host ([`Model::replayable`]), and
     /// options whose steps keep no host state that changes from step to step.
     /// Early stopping (its epoch ends are host branches), the pulled model's merge, Q-ViT's
-    /// update count and pruned or learned widths (host schedules) run eagerly, and so, until
-    /// checked, does AdaViT's usage loss. Adan (its first-step difference is step 0's, which
-    /// runs eagerly), distillation, FedDyn, MOON, ASO-Fed (tensor arithmetic on state stacked
-    /// on the device) and augmentation (its draws in the noise block) read nothing from the
-    /// host: the CPU test checks them at device counters with replays run at their capture's
+    /// update count and pruned or learned widths (host schedules) run eagerly. Adan (its
+    /// first-step difference is step 0's, which runs eagerly), distillation, FedDyn, MOON,
+    /// ASO-Fed (tensor arithmetic on state stacked on the device), augmentation and AdaViT's
+    /// decisions (their draws in the noise block) and usage loss read nothing from the host: the CPU test checks them at device counters with replays run at their capture's
     /// step index, `fl-bench/scripts/gpu_checks.sh` under capture.
     fn replayable(&self) -> bool {
         self.clients() <= MAX_GRAPH_CLIENTS
@@ -911,7 +910,6 @@ impl SgdCohort {
             && self.width.is_none()
             && self.platon.is_none()
             && self.quantizer.is_none()
-            && self.usage.is_none()
     }
 
     /// Whether a step's loss is plain cross-entropy (no MOON, distillation, usage or
@@ -972,6 +970,7 @@ impl SgdCohort {
         inputs.extend(self.dyn_state.iter_mut().flatten());
         inputs.extend(self.contrast.iter_mut().flat_map(Contrast::tensors_mut));
         inputs.extend(self.decay.iter_mut().flat_map(DecayGradient::tensors_mut));
+        inputs.extend(self.usage.as_mut().map(UsageLoss::targets_mut));
         inputs.extend(self.schedule.tables_mut());
         inputs.extend(self.rates.tables_mut());
         inputs.extend(self.noise.device_tensors_mut());

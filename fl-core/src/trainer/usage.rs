@@ -71,6 +71,11 @@ impl UsageLoss {
         UsageLoss { weight: cfg.weight, targets: Tensor::from_slice(&targets).to_device(device) }
     }
 
+    /// The tensor a step reads: the targets.
+    pub fn targets_mut(&mut self) -> &mut Tensor {
+        &mut self.targets
+    }
+
     /// `[k]`: the loss of the first `k` clients from the gate usage a pass recorded.
     ///
     /// # Panics
