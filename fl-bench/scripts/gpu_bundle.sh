@@ -8,14 +8,14 @@
 #   fl-bench/scripts/gpu_bundle.sh
 # then on the GPU machine, from the repository root with gpu-bundle carried along:
 #   gpu-bundle/run.sh
-# which runs gpu_checks.sh (quickstart on CUDA and CPU, the column as one pack for
-# $PACK_SECONDS, default 130; first the experiment $CELL, a path from the repository root such
-# as gpu-bundle/kdd23-cell-40.toml, with CUDA graphs, with kept graphs and without, if set;
-# FedDyn, MOON, ASO-Fed and augmentation with graphs and without) and
-# the end-to-end bench (CPU, then CUDA), then the cell for 20 rounds on every CPU core, one
-# thread a job and then 4 ([run] threads_per_job), each under a timeout (290, 220 and 2 x 40 s:
-# under the device's 600 s a command), about 9 minutes together, and leaves their outputs in
-# $OUT.
+# which runs gpu_checks.sh (first the experiment $CELL, a path from the repository root,
+# default gpu-bundle/kdd23-cell-40.toml, with CUDA graphs, with kept graphs and without; the
+# quickstart on CUDA and CPU; the column as one pack for $PACK_SECONDS, default 110; last,
+# FedDyn, MOON, ASO-Fed, augmentation and the smoke-scale Co-S²P and FedAvg+AdaViT runs in
+# gpu-bundle/checks, with graphs and without), the end-to-end bench (CPU, then CUDA), then the
+# cell for 20 rounds on every CPU core, one thread a job and then 4 ([run] threads_per_job),
+# each under a timeout (290, 220 and 2 x 40 s: under the device's 600 s a command), about 9
+# minutes together, and leaves their outputs in $OUT.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 b=gpu-bundle
@@ -47,6 +47,19 @@ for toml in "$emit"/slurm/experiments/*.toml; do
     cp "$toml" "$run/experiment.toml"
 done
 rm -rf "$emit"
+# Co-S²P and FedAvg+AdaViT at the smoke scale, on MNIST for Fashion-MNIST (the same shapes) and
+# cut to 2 rounds: gpu_checks.sh compares their metrics with and without CUDA graphs.
+emit=$(mktemp -d)
+cargo xtask reproduce cos2p --scale smoke --seeds 9 --runs fashion-mnist-e1/cos2p,fashion-mnist-e1/fedavg-adavit \
+    --emit slurm "$emit/slurm" --out "$emit/out" >/dev/null
+mkdir -p "$b/checks"
+for toml in "$emit"/slurm/experiments/*.toml; do
+    method=$(sed -n 's/^method = "\(.*\)"$/\1/p' "$toml")
+    sed -e 's/^name = "fashion-mnist"$/name = "mnist"/' -e 's/^rounds = 6$/rounds = 2/' "$toml" > "$b/checks/cos2p-$method.toml"
+    grep -qx 'rounds = 2' "$b/checks/cos2p-$method.toml"
+    grep -qx 'name = "mnist"' "$b/checks/cos2p-$method.toml"
+done
+rm -rf "$emit"
 sed 's/^rounds = 3$/rounds = 40/' fl-bench/experiments/kdd23-cell.toml > "$b/kdd23-cell-40.toml"
 grep -qx 'rounds = 40' "$b/kdd23-cell-40.toml"
 sed 's/^rounds = 3$/rounds = 20/' fl-bench/experiments/kdd23-cell.toml > "$b/kdd23-cell-cpu.toml"
@@ -65,7 +78,8 @@ export LD_LIBRARY_PATH="$torch/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export LIBTORCH="$torch" FL_DATA_DIR="$PWD/$b/data" FL_BENCH_DIR="$PWD/fl-bench"
 gunzip -kf "$b"/data/mnist/*.gz
 { nvidia-smi -L; python3 -c 'import torch; print("torch", torch.__version__)'; nproc; } > "$out/machine.txt" 2>&1
-timeout 290 fl-bench/scripts/gpu_checks.sh "$PWD/$b/fl" "$PWD/$b/pack" "${PACK_SECONDS:-130}" ${CELL:+"$PWD/$CELL"} > "$out/gpu_checks.txt" 2>&1
+timeout 290 fl-bench/scripts/gpu_checks.sh "$PWD/$b/fl" "$PWD/$b/pack" "${PACK_SECONDS:-110}" \
+    "$PWD/${CELL:-$b/kdd23-cell-40.toml}" "$PWD/$b"/checks/*.toml > "$out/gpu_checks.txt" 2>&1
 echo "gpu_checks.sh: exit status $?" >> "$out/gpu_checks.txt"
 timeout 220 "$b/end_to_end" --bench > "$out/bench.txt" 2>&1
 echo "end_to_end: exit status $?" >> "$out/bench.txt"

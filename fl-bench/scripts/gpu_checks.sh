@@ -1,7 +1,7 @@
 #!/bin/bash
 # The GPU figures of README's "Packs of runs" table, on a machine with a CUDA libtorch and
 # MNIST in $FL_DATA_DIR, from the repository root:
-#   fl-bench/scripts/gpu_checks.sh FL_BINARY PACK_DIR [SECONDS] [CELL_TOML]
+#   fl-bench/scripts/gpu_checks.sh FL_BINARY PACK_DIR [SECONDS] [CELL_TOML [CHECK_TOML...]]
 # PACK_DIR holds prepared run directories (each with an experiment.toml), for example the
 # kdd23 full MNIST column from
 #   cargo xtask reproduce kdd23 --scale full --only mnist --emit slurm DIR --out OUT
@@ -12,9 +12,10 @@
 # row's, whose Adan and distillation steps are captured too), it first runs that alone with CUDA
 # graphs, with graphs kept across cohorts ([trainer] keep_graphs = true) and without graphs
 # ([trainer] cuda_graphs = false), prints the three and whether the first two's metrics are
-# byte-identical with the eager run's. Then FedDyn, MOON, ASO-Fed and augmentation, each with
-# and without graphs (2 short runs). The end-to-end ratios are `cargo xtask bench` (or its end_to_end binary with
-# FL_BENCH_DIR set).
+# byte-identical with the eager run's. Last, FedDyn, MOON, ASO-Fed and augmentation (on 2
+# rounds of FedAvg) and each CHECK_TOML (an experiment with a [trainer] section), each with and
+# without graphs, and whether their metrics are identical. The end-to-end ratios are `cargo
+# xtask bench` (or its end_to_end binary with FL_BENCH_DIR set).
 set -u
 fl=$1 dir=$2 seconds=${3:-320} cell=${4:-}
 if [ -n "$cell" ]; then
@@ -32,26 +33,6 @@ if [ -n "$cell" ]; then
         echo "cell metrics $([ $i = 0 ] && echo with graphs || echo with kept graphs) and eager: $same"
     done
 fi
-# The options whose steps are captured since 2026-11-29, each on benchmark (a)'s FedAvg cut to
-# 2 rounds (the second starts from the state the first left), with graphs and eager; where the
-# two differ, eager again, which tells a capture's error from kernels that vary run to run.
-for opt in "dyn_alpha = 0.01" "moon_mu = 1.0" "aso_beta = 0.5" "augment = { translate = 2, flip = true }"; do
-    outs=()
-    for graphs in true false false; do
-        toml=$(mktemp --suffix=.toml) out=$(mktemp -d)
-        sed -e 's/^rounds = 10$/rounds = 2/' -e "/^\[trainer\]/a $opt" -e "/^\[trainer\]/a cuda_graphs = $graphs" \
-            fl-bench/experiments/fedavg-mnist-iid.toml > "$toml"
-        "$fl" run "$toml" --out "$out" --device cuda --workers 1 --quiet > /dev/null
-        outs+=("$out")
-        [ ${#outs[@]} = 2 ] && cmp -s "${outs[0]}/metrics.csv" "${outs[1]}/metrics.csv" && break
-    done
-    if [ ${#outs[@]} = 2 ]; then
-        echo "$opt: metrics with graphs and eager identical"
-    else
-        cmp -s "${outs[1]}/metrics.csv" "${outs[2]}/metrics.csv" && again=identical || again=DIFFERENT
-        echo "$opt: metrics with graphs and eager DIFFERENT (eager twice: $again)"
-    fi
-done
 for device in cuda cpu; do
     out=$(mktemp -d)
     echo "quickstart $device: $("$fl" run experiments/quickstart.toml --out "$out" --device "$device" --quiet | head -1)"
@@ -65,3 +46,29 @@ kill $smi
 for run in "$dir"/*/; do echo "$(( $(wc -l < "$run/metrics.csv") - 2 ))"; done | sort -n | uniq -c |
     awk '{print "  " $1 " run(s) at " $2 " round(s)"}'
 echo "GPU utilisation and memory every 10 s: $(tr '\n' ';' < "$dir/gpu-utilisation.txt")"
+# The options whose steps are captured since 2026-11-29, each on benchmark (a)'s FedAvg cut to
+# 2 rounds (the second starts from the state the first left), and the experiments given after
+# CELL_TOML: each with graphs and eager; where the two differ, eager again, which tells a
+# capture's error from kernels that vary run to run. Last, so that the time limit cuts these
+# and not the figures above.
+checks=$(mktemp -d)
+for opt in "dyn_alpha = 0.01" "moon_mu = 1.0" "aso_beta = 0.5" "augment = { translate = 2, flip = true }"; do
+    sed -e 's/^rounds = 10$/rounds = 2/' -e "/^\[trainer\]/a $opt" fl-bench/experiments/fedavg-mnist-iid.toml \
+        > "$checks/${opt%% *}.toml"
+done
+for toml in "$checks"/*.toml "${@:5}"; do
+    outs=()
+    for graphs in true false false; do
+        config=$(mktemp --suffix=.toml) out=$(mktemp -d)
+        sed "/^\[trainer\]/a cuda_graphs = $graphs" "$toml" > "$config"
+        "$fl" run "$config" --out "$out" --device cuda --workers 1 --quiet > /dev/null
+        outs+=("$out")
+        [ ${#outs[@]} = 2 ] && cmp -s "${outs[0]}/metrics.csv" "${outs[1]}/metrics.csv" && break
+    done
+    if [ ${#outs[@]} = 2 ]; then
+        echo "$(basename "$toml"): metrics with graphs and eager identical"
+    else
+        cmp -s "${outs[1]}/metrics.csv" "${outs[2]}/metrics.csv" && again=identical || again=DIFFERENT
+        echo "$(basename "$toml"): metrics with graphs and eager DIFFERENT (eager twice: $again)"
+    fi
+done
