@@ -589,6 +589,50 @@ fn replayed_steps_train_what_the_cohort_trains_with_every_replayed_option() {
     replays_train_what_the_cohort_trains("vit with decisions, usage loss", usage, &budgets);
 }
 
+/// [`replayed_steps_train_what_the_cohort_trains_for_every_model`] for the learning-rate
+/// schedules (every table row a replayed step reads by the device's index): decay by epoch with
+/// the optimizer restarted each epoch, decay by step, the delay penalty of jobs of different
+/// delays, Adam's bias corrections restarted each epoch, fixed step counts cycling over
+/// reshuffled epochs, and the jobs' own batch size.
+#[test]
+fn replayed_steps_train_what_the_cohort_trains_for_every_schedule() {
+    use fl_core::trainer::rates::LrDecay;
+    use fl_core::trainer::sgd::Optimizer;
+    let c = case("mlp", "hidden = [12]\ndropout = 0.5", image(1, 5), &[7, 3, 5], None);
+    let base = SgdConfig { epochs: 5, ..cfg(0.5, 0.1) };
+    let schedules = [
+        (
+            "decay by epoch, restarts",
+            SgdConfig { lr_decay: LrDecay::InvSqrtEpoch, reset_each_epoch: true, ..base.clone() },
+        ),
+        ("decay by step", SgdConfig { lr_decay: LrDecay::InvSqrtStep, ..base.clone() }),
+        ("delay penalty", SgdConfig { delay_alpha: 0.5, ..base.clone() }),
+        (
+            "Adam, restarts",
+            SgdConfig { optimizer: Optimizer::Adam, lr: 0.01, momentum: 0.0, reset_each_epoch: true, ..base.clone() },
+        ),
+        ("fixed steps", SgdConfig { steps: Some(9), epochs: 1, ..base.clone() }),
+    ];
+    let jobs = || {
+        let mut jobs = c.jobs();
+        for (job, delay) in jobs.iter_mut().zip([0.0, 3.0, 1.5]) {
+            job.delay = delay;
+        }
+        jobs
+    };
+    for (name, cfg) in schedules {
+        replays_train_what_the_cohort_trains(name, cfg, &jobs);
+    }
+    let own_batch = || {
+        let mut jobs = c.jobs();
+        for job in &mut jobs {
+            job.batch_size = Some(3);
+        }
+        jobs
+    };
+    replays_train_what_the_cohort_trains("the jobs' batch size", base, &own_batch);
+}
+
 /// Trains `jobs()` with `cfg` as one cohort, and again three times at device counters: alone,
 /// then twice with kept graphs, the second cohort in the tensors the first kept (where the
 /// options keep them). Every run must give each client the cohort's steps, loss and tensors to
