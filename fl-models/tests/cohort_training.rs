@@ -17,7 +17,7 @@ use fl_core::rng::{self, TensorNoise};
 use fl_core::tch::{Device, Kind as TKind, Tensor};
 use fl_core::trainer::reference::ReferenceSgd;
 use fl_core::trainer::sgd::{Masking, Sgd, SgdConfig};
-use fl_core::{DataSpec, Dataset, Error, LocalTrainer, Model, TrainJob, TrainerError};
+use fl_core::{DataSpec, Dataset, Error, LocalTrainer, Model, TrainJob, TrainOutcome, TrainerError};
 use proptest::prelude::*;
 use rand::SeedableRng;
 
@@ -587,6 +587,32 @@ fn replayed_steps_train_what_the_cohort_trains_with_every_replayed_option() {
         ..base
     };
     replays_train_what_the_cohort_trains("vit with decisions, usage loss", usage, &budgets);
+    // Co-S²P: learned width masks (the mask epochs before step 0, then the weight steps),
+    // clients of three budgets, in a mask round and in a weight round after it.
+    let vit = "depth = 2\nhidden = 8\nmlp = 12\nheads = 2\npatch = 2";
+    let cos2p = case("vit", vit, image(3, 4), &[6, 3, 5], None);
+    let groups = cos2p.model.structure().groups.len();
+    let widths = SgdConfig {
+        optimizer: fl_core::trainer::sgd::Optimizer::Adan,
+        lr: 0.01,
+        momentum: 0.0,
+        epochs: 5,
+        width_masks: Some(fl_core::trainer::width_masks::WidthMaskConfig { epochs: 1, ..Default::default() }),
+        ..cfg(0.0, 0.0)
+    };
+    let learned = |learn: bool, state: Option<&[TrainOutcome]>| {
+        let mut jobs = cos2p.jobs();
+        for (c, (job, ratio)) in jobs.iter_mut().zip([0.25, 0.5, 1.0]).enumerate() {
+            job.width = Some(fl_core::WidthBudget::new(ratio, (1..groups).collect(), vec![0], learn));
+            job.state = state.and_then(|s| s[c].state.as_ref().map(fl_core::ParamSet::shallow_clone));
+        }
+        jobs
+    };
+    let mask_round = Sgd::new(widths.clone()).train_cohort(learned(true, None)).unwrap();
+    replays_train_what_the_cohort_trains("vit, learned widths, mask round", widths.clone(), &|| learned(true, None));
+    replays_train_what_the_cohort_trains("vit, learned widths, weight round", widths, &|| {
+        learned(false, Some(&mask_round))
+    });
 }
 
 /// [`replayed_steps_train_what_the_cohort_trains_for_every_model`] for the learning-rate

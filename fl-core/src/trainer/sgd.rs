@@ -173,8 +173,9 @@ pub struct SgdConfig {
     /// On CUDA, capture each step shape of a cohort once as a CUDA graph and replay it (one
     /// launch a step instead of a hundred; [`crate::trainer::cuda_graph`]), where the build
     /// has CUDA graphs and the options allow (cohorts of at most 128 clients, a
-    /// [`Model::replayable`] model, no early stopping, pulls, Q-ViT quantisation, learned or
-    /// pruned widths); default on.
+    /// [`Model::replayable`] model, no early stopping, pulls, Q-ViT quantisation or PLATON
+    /// pruning; learned width masks train eagerly, the weight steps after them replay);
+    /// default on.
     /// No effect on CPU. Left out of the resolved config while on: it changes no result (the
     /// kdd23 cell's metrics are byte-identical either way), and runs resume across it.
     #[serde(skip_serializing_if = "is_true")]
@@ -410,7 +411,7 @@ impl Sgd {
             ));
         }
         let total = cohort.schedule.total_steps();
-        cohort.run_captured(total)?;
+        cohort.run_steps(total, true)?;
         Box::new(cohort).finish()
     }
 }
@@ -897,17 +898,18 @@ impl SgdCohort {
     /// model whose forward pass reads nothing from the host ([`Model::replayable`]), and
     /// options whose steps keep no host state that changes from step to step.
     /// Early stopping (its epoch ends are host branches), the pulled model's merge, Q-ViT's
-    /// update count and pruned or learned widths (host schedules) run eagerly. Adan (its
-    /// first-step difference is step 0's, which runs eagerly), distillation, FedDyn, MOON,
-    /// ASO-Fed (tensor arithmetic on state stacked on the device), augmentation and AdaViT's
-    /// decisions (their draws in the noise block) and usage loss read nothing from the host: the CPU test checks them at device counters with replays run at their capture's
+    /// update count and PLATON's pruning (a host schedule) run eagerly. Adan (its first-step
+    /// difference is step 0's, which runs eagerly), distillation, FedDyn, MOON, ASO-Fed (tensor
+    /// arithmetic on state stacked on the device), augmentation and AdaViT's decisions (their
+    /// draws in the noise block) and usage loss read nothing from the host, nor do the weight
+    /// steps after learned width masks (the mask epochs run eagerly before step 0, and leave
+    /// their factors in the start weights and the gradient masks): the CPU test checks them at device counters with replays run at their capture's
     /// step index, `fl-bench/scripts/gpu_checks.sh` under capture.
     fn replayable(&self) -> bool {
         self.clients() <= MAX_GRAPH_CLIENTS
             && self.model.replayable()
             && self.stopping.is_none()
             && self.pull.is_none()
-            && self.width.is_none()
             && self.platon.is_none()
             && self.quantizer.is_none()
     }
@@ -916,6 +918,22 @@ impl SgdCohort {
     /// quantisation term), so that it may take the model's hand-derived gradients.
     fn plain_cross_entropy(&self) -> bool {
         self.contrast.is_none() && self.cfg.distill.is_none() && self.usage.is_none() && self.quantizer.is_none()
+    }
+
+    /// Runs steps up to `until`, replayed from CUDA graphs if `replayed` ([`Self::run_captured`]),
+    /// after learning the width masks if the cohort has not started.
+    fn run_steps(&mut self, until: usize, replayed: bool) -> Result<()> {
+        if self.step == 0 && until > 0 {
+            self.apply_width_masks()?;
+        }
+        if until > self.step && replayed {
+            return self.run_captured(until);
+        }
+        while self.step < until {
+            self.sgd_step(self.step);
+            self.step += 1;
+        }
+        Ok(())
     }
 
     /// Runs steps up to `until` replayed from CUDA graphs: step 0 eagerly, which tells which
@@ -1390,17 +1408,7 @@ impl TrainSession for SgdCohort {
         } else {
             return Err(TrainerError::PartialCohort { trainer: NAME, share }.into());
         };
-        if self.step == 0 && until > 0 {
-            self.apply_width_masks()?;
-        }
-        if until > self.step && self.graphable() {
-            return self.run_captured(until);
-        }
-        while self.step < until {
-            self.sgd_step(self.step);
-            self.step += 1;
-        }
-        Ok(())
+        self.run_steps(until, self.graphable())
     }
 
     fn merge_pulled(&mut self, pulled: &ParamSet, info: PullInfo) -> Result<()> {
