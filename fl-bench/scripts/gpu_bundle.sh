@@ -11,7 +11,7 @@
 # which runs gpu_checks.sh (first the experiment $CELL, a path from the repository root,
 # default gpu-bundle/kdd23-cell-40.toml, with CUDA graphs, with kept graphs and without; the
 # quickstart on CUDA and CPU; the column as one pack for $PACK_SECONDS, default 110; last,
-# FedDyn, MOON, ASO-Fed, augmentation and the smoke-scale Co-S²P and FedAvg+AdaViT runs in
+# FedDyn, MOON, ASO-Fed, augmentation and the smoke-scale Co-S²P, AdaViT and Q-ViT runs in
 # gpu-bundle/checks, with graphs and without), the end-to-end bench (CPU, then CUDA), then the
 # cell for 20 rounds on every CPU core, one thread a job and then 4 ([run] threads_per_job),
 # each under a timeout (290, 220 and 2 x 40 s: under the device's 600 s a command), about 9
@@ -47,10 +47,12 @@ for toml in "$emit"/slurm/experiments/*.toml; do
     cp "$toml" "$run/experiment.toml"
 done
 rm -rf "$emit"
-# Co-S²P and FedAvg+AdaViT at the smoke scale, on MNIST for Fashion-MNIST (the same shapes) and
-# cut to 2 rounds: gpu_checks.sh compares their metrics with and without CUDA graphs.
+# Co-S²P, FedAvg+AdaViT and FedAvg+Q-ViT at the smoke scale, on MNIST for Fashion-MNIST (the
+# same shapes) and cut to 2 rounds: gpu_checks.sh compares their metrics with and without CUDA
+# graphs.
 emit=$(mktemp -d)
-cargo xtask reproduce cos2p --scale smoke --seeds 9 --runs fashion-mnist-e1/cos2p,fashion-mnist-e1/fedavg-adavit \
+runs=fashion-mnist-e1/cos2p,fashion-mnist-e1/fedavg-adavit,fashion-mnist-e1/fedavg-qvit
+cargo xtask reproduce cos2p --scale smoke --seeds 9 --runs "$runs" \
     --emit slurm "$emit/slurm" --out "$emit/out" >/dev/null
 mkdir -p "$b/checks"
 for toml in "$emit"/slurm/experiments/*.toml; do

@@ -539,8 +539,9 @@ fn replayed_steps_train_what_the_cohort_trains_for_every_model() {
 /// a client's state from job to job (FedDyn's gradient, MOON's previous model, ASO-Fed's h and
 /// previous gradient) and for augmentation (its draws from the noise block): each on the MLP
 /// (hand-derived gradients where the loss is plain) and on cnn2 (autograd), in a second job of
-/// every client, which starts from the state its first left. And AdaViT: a ViT's decisions
-/// (drawn from the noise block) with the usage loss, clients of three budgets, with Adam.
+/// every client, which starts from the state its first left. And on a ViT, clients of three
+/// budgets: AdaViT's decisions (drawn from the noise block) with the usage loss, with Adam;
+/// Q-ViT's fake quantisation; Co-S²P's learned width masks, with Adan.
 #[test]
 fn replayed_steps_train_what_the_cohort_trains_with_every_replayed_option() {
     use fl_core::trainer::augment::AugmentConfig;
@@ -608,6 +609,13 @@ fn replayed_steps_train_what_the_cohort_trains_with_every_replayed_option() {
         }
         jobs
     };
+    // Q-ViT: fake quantisation with learned step sizes and bit-widths (Adam on both).
+    let qvit = SgdConfig {
+        width_masks: None,
+        quantize: Some(fl_core::trainer::quantize::QuantizeConfig::default()),
+        ..widths.clone()
+    };
+    replays_train_what_the_cohort_trains("vit, Q-ViT", qvit, &|| learned(true, None));
     let mask_round = Sgd::new(widths.clone()).train_cohort(learned(true, None)).unwrap();
     replays_train_what_the_cohort_trains("vit, learned widths, mask round", widths.clone(), &|| learned(true, None));
     replays_train_what_the_cohort_trains("vit, learned widths, weight round", widths, &|| {

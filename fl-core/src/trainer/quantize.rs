@@ -27,7 +27,7 @@ use tch::{Kind, Tensor};
 use crate::error::{Error, InvalidKey, Result};
 use crate::learned_width::{WidthBudget, member_tensor};
 use crate::structure::Structure;
-use crate::trainer::aux_adam::adam_rows;
+use crate::trainer::aux_adam::{adam_rows, adam_scales};
 
 /// `[trainer] quantize`: the bit penalty, the rate of the steps and bit-widths, their range.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -93,7 +93,8 @@ pub(crate) struct Quantizer {
     total_params: f64,
     /// Each client's ratio `R`, `[C]`.
     ratio: Tensor,
-    updates: i32,
+    /// Adam's step size at each step of the job, `[T]`.
+    scales: Tensor,
 }
 
 /// A group's unit scale `[k, units]` (or `[k, 1]`) viewed against weight `w` (`[k, ...]`) along
@@ -121,7 +122,8 @@ pub(crate) fn fake_quantise(w: &Tensor, s: &Tensor, b: &Tensor) -> Tensor {
 
 impl Quantizer {
     /// The quantisers of a cohort whose jobs hold the budget's groups at full width, their
-    /// tensors `names` stacked as `params`, client `c` with memory ratio `ratios[c]`.
+    /// tensors `names` stacked as `params`, client `c` with memory ratio `ratios[c]`, for jobs
+    /// of at most `job_steps` steps.
     pub(crate) fn new(
         cfg: &QuantizeConfig,
         structure: &Structure,
@@ -129,6 +131,7 @@ impl Quantizer {
         names: &[String],
         params: &[Tensor],
         ratios: &[f64],
+        job_steps: usize,
     ) -> Result<Quantizer> {
         let device = params[0].device();
         let clients = ratios.len() as i64;
@@ -179,7 +182,7 @@ impl Quantizer {
             unit_params,
             total_params,
             ratio: Tensor::from_slice(ratios).to_kind(Kind::Float).to_device(device),
-            updates: 0,
+            scales: adam_scales(cfg.lr, job_steps, device),
         })
     }
 
@@ -228,10 +231,22 @@ impl Quantizer {
         (memory - self.ratio.narrow(0, 0, k)).clamp_min(0.0) * self.cfg.lambda
     }
 
+    /// Adam's step size at each step, `[T]`: a step reads its row ([`Quantizer::step`]).
+    pub(crate) fn scales(&self) -> &Tensor {
+        &self.scales
+    }
+
+    /// Every tensor a step reads or moves: the steps, the bit-widths, their moments, the ratios
+    /// and the step sizes.
+    pub(crate) fn tensors_mut(&mut self) -> impl Iterator<Item = &mut Tensor> {
+        let moments = self.moments.iter_mut().flat_map(|(m, v)| [m, v]);
+        self.steps.iter_mut().chain(&mut self.bits).chain(moments).chain([&mut self.ratio, &mut self.scales])
+    }
+
     /// One Adam step of the first `k` clients' steps and bit-widths from their gradients
-    /// (undefined where the loss does not reach them).
-    pub(crate) fn step(&mut self, grads: Vec<Tensor>, k: i64) {
-        self.updates += 1;
+    /// (undefined where the loss does not reach them), with step size `scale` (this step's row
+    /// of [`Quantizer::scales`]).
+    pub(crate) fn step(&mut self, grads: Vec<Tensor>, k: i64, scale: &Tensor) {
         let groups = self.steps.len();
         let (min_bits, max_bits) = (self.cfg.min_bits, self.cfg.max_bits);
         let targets = self.steps.iter().chain(&self.bits);
@@ -239,7 +254,7 @@ impl Quantizer {
             if !g.defined() {
                 continue;
             }
-            adam_rows(t, moments, &g, k, self.cfg.lr, self.updates);
+            adam_rows(t, moments, &g, k, scale);
             tch::no_grad(|| {
                 let mut t = t.narrow(0, 0, k);
                 let clamped = if i < groups { t.clamp_min(1e-8) } else { t.clamp(min_bits, max_bits) };
@@ -310,7 +325,7 @@ mod tests {
         let params = [fc1, Tensor::zeros([1, 2], (Kind::Float, tch::Device::Cpu)), q];
         let budget = WidthBudget::new(0.125, vec![0, 1], vec![], true);
         let cfg = QuantizeConfig::default();
-        let quantizer = Quantizer::new(&cfg, &structure(), &budget, &names, &params, &[0.125]).unwrap();
+        let quantizer = Quantizer::new(&cfg, &structure(), &budget, &names, &params, &[0.125], 1).unwrap();
         // 32 · 0.125 = 4 bits: Q_P = 7; fc1's neurons have mean |w| 1 and 0.5 (the bias stays
         // full precision), so steps 2/√7 and 1/√7; the heads' 0.25 → 0.5/√7.
         let want = [2.0 / 7f32.sqrt(), 1.0 / 7f32.sqrt()];
@@ -353,14 +368,15 @@ mod tests {
         ];
         let budget = WidthBudget::new(0.125, vec![0, 1], vec![], true);
         let cfg = QuantizeConfig { lr: 0.5, max_bits: 8.0, ..QuantizeConfig::default() };
-        let mut quantizer = Quantizer::new(&cfg, &structure(), &budget, &names, &params, &[0.25]).unwrap();
+        let mut quantizer = Quantizer::new(&cfg, &structure(), &budget, &names, &params, &[0.25], 40).unwrap();
         quantizer.ratio = Tensor::from_slice(&[0.125f32]);
         assert_eq!(floats(&quantizer.client_mean_bits()), [8.0]);
-        for _ in 0..40 {
+        for t in 0..40 {
             let leaves = quantizer.leaves(1);
             let penalty = quantizer.penalty(&leaves, 1).sum(Kind::Float);
             let grads = Tensor::run_backward(&[penalty], &leaves.iter().collect::<Vec<_>>(), false, true);
-            quantizer.step(grads.into_iter().map(|g| if g.defined() { g } else { Tensor::new() }).collect(), 1);
+            let scale = quantizer.scales().get(t);
+            quantizer.step(grads.into_iter().map(|g| if g.defined() { g } else { Tensor::new() }).collect(), 1, &scale);
         }
         let mean = floats(&quantizer.client_mean_bits())[0];
         assert!((2.0..=4.0).contains(&mean), "mean bit-width {mean}");

@@ -173,8 +173,8 @@ pub struct SgdConfig {
     /// On CUDA, capture each step shape of a cohort once as a CUDA graph and replay it (one
     /// launch a step instead of a hundred; [`crate::trainer::cuda_graph`]), where the build
     /// has CUDA graphs and the options allow (cohorts of at most 128 clients, a
-    /// [`Model::replayable`] model, no early stopping, pulls, Q-ViT quantisation or PLATON
-    /// pruning; learned width masks train eagerly, the weight steps after them replay);
+    /// [`Model::replayable`] model, no early stopping, pulls or PLATON pruning; learned width
+    /// masks train eagerly, the weight steps after them replay);
     /// default on.
     /// No effect on CPU. Left out of the resolved config while on: it changes no result (the
     /// kdd23 cell's metrics are byte-identical either way), and runs resume across it.
@@ -765,7 +765,8 @@ impl SgdCohort {
                     platon = Some(Platon::new(cfg, structure, &budget, &names, &start, &slot_steps, &ratios)?);
                 }
                 (None, None, Some(cfg), _) => {
-                    quantizer = Some(Quantizer::new(cfg, structure, &budget, &names, &start, &ratios)?);
+                    let most = steps.iter().copied().max().unwrap_or(0);
+                    quantizer = Some(Quantizer::new(cfg, structure, &budget, &names, &start, &ratios, most)?);
                 }
                 (None, None, None, Some(_)) => {} // The usage loss, below.
                 (None, None, None, None) => {
@@ -897,11 +898,12 @@ impl SgdCohort {
     /// Whether this cohort's steps could be replayed: at most [`MAX_GRAPH_CLIENTS`] clients, a
     /// model whose forward pass reads nothing from the host ([`Model::replayable`]), and
     /// options whose steps keep no host state that changes from step to step.
-    /// Early stopping (its epoch ends are host branches), the pulled model's merge, Q-ViT's
-    /// update count and PLATON's pruning (a host schedule) run eagerly. Adan (its first-step
-    /// difference is step 0's, which runs eagerly), distillation, FedDyn, MOON, ASO-Fed (tensor
-    /// arithmetic on state stacked on the device), augmentation and AdaViT's decisions (their
-    /// draws in the noise block) and usage loss read nothing from the host, nor do the weight
+    /// Early stopping (its epoch ends are host branches), the pulled model's merge and PLATON's
+    /// pruning (a host schedule) run eagerly. Adan (its first-step difference is step 0's,
+    /// which runs eagerly), distillation, FedDyn, MOON, ASO-Fed (tensor arithmetic on state
+    /// stacked on the device), augmentation and AdaViT's decisions (their draws in the noise
+    /// block), its usage loss and Q-ViT (its Adam step sizes a table) read nothing from the
+    /// host, nor do the weight
     /// steps after learned width masks (the mask epochs run eagerly before step 0, and leave
     /// their factors in the start weights and the gradient masks): the CPU test checks them at device counters with replays run at their capture's
     /// step index, `fl-bench/scripts/gpu_checks.sh` under capture.
@@ -911,7 +913,6 @@ impl SgdCohort {
             && self.stopping.is_none()
             && self.pull.is_none()
             && self.platon.is_none()
-            && self.quantizer.is_none()
     }
 
     /// Whether a step's loss is plain cross-entropy (no MOON, distillation, usage or
@@ -989,6 +990,7 @@ impl SgdCohort {
         inputs.extend(self.contrast.iter_mut().flat_map(Contrast::tensors_mut));
         inputs.extend(self.decay.iter_mut().flat_map(DecayGradient::tensors_mut));
         inputs.extend(self.usage.as_mut().map(UsageLoss::targets_mut));
+        inputs.extend(self.quantizer.iter_mut().flat_map(Quantizer::tensors_mut));
         inputs.extend(self.schedule.tables_mut());
         inputs.extend(self.rates.tables_mut());
         inputs.extend(self.noise.device_tensors_mut());
@@ -1049,7 +1051,7 @@ impl SgdCohort {
         let by_hand = if self.plain_cross_entropy() { self.hand_gradients(&batch) } else { None };
         let (batch_loss, mut grads) = match by_hand {
             Some(found) => found,
-            None => self.autograd_gradients(&batch),
+            None => self.autograd_gradients(t, &batch),
         };
         let mut seen = self.loss_sum.narrow(0, 0, k);
         match &self.stopping {
@@ -1123,7 +1125,7 @@ impl SgdCohort {
     /// The first `k` clients' batch losses `[k]` (detached) and every tensor's gradient
     /// (undefined for tensors that do not train) by autograd, through the options that add to
     /// the loss (MOON, distillation, AdaViT's usage, Q-ViT's quantisation).
-    fn autograd_gradients(&mut self, batch: &StepBatch) -> (Tensor, Vec<Tensor>) {
+    fn autograd_gradients(&mut self, t: usize, batch: &StepBatch) -> (Tensor, Vec<Tensor>) {
         let StepBatch { k, x, y, weights, valid } = batch;
         let k = *k;
         // Buffers (BatchNorm statistics) go in as views the forward pass updates in place.
@@ -1182,8 +1184,9 @@ impl SgdCohort {
             .iter()
             .map(|&t| if t { leaf_grads.next().expect("one gradient per leaf") } else { Tensor::new() })
             .collect();
-        if let Some(q) = &mut self.quantizer {
-            q.step(leaf_grads.collect(), k);
+        let scale = self.quantizer.as_ref().map(|q| self.at(t).row(q.scales()));
+        if let (Some(q), Some(scale)) = (&mut self.quantizer, scale) {
+            q.step(leaf_grads.collect(), k, &scale);
         }
         (batch_loss, grads)
     }

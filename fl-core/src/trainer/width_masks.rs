@@ -30,7 +30,7 @@ use crate::rng::CohortNoise;
 use crate::structure::Structure;
 use crate::trainer::TrainJob;
 use crate::trainer::augment::AugmentConfig;
-use crate::trainer::aux_adam::adam_rows;
+use crate::trainer::aux_adam::{adam_rows, adam_scale};
 use crate::trainer::schedule::{BatchSchedule, StepAt};
 use crate::trainer::sgd::cross_entropy;
 
@@ -257,8 +257,9 @@ impl WidthMasks {
         let penalty = ratio_penalty(&sampled, &self.unit_params, self.learned_params, &ratio, self.cfg.lambda);
         let loss = (ce + penalty).sum(Kind::Float);
         let grads = Tensor::run_backward(&[loss], &leaves.iter().collect::<Vec<_>>(), false, false);
+        let scale = Tensor::from(adam_scale(self.cfg.lr, t + 1));
         for ((scores, moments), g) in self.learned.iter().zip(&self.moments).zip(grads) {
-            adam_rows(scores, moments, &g, k, self.cfg.lr, (t + 1) as i32);
+            adam_rows(scores, moments, &g, k, &scale);
         }
         Ok(())
     }
