@@ -11,7 +11,7 @@
 # which runs gpu_checks.sh (first the experiment $CELL, a path from the repository root,
 # default gpu-bundle/kdd23-cell-40.toml, with CUDA graphs, with kept graphs and without; the
 # quickstart on CUDA and CPU; the column as one pack for $PACK_SECONDS, default 110; last,
-# FedDyn, MOON, ASO-Fed, augmentation and the smoke-scale Co-S²P, AdaViT and Q-ViT runs in
+# FedDyn, MOON, ASO-Fed, augmentation and the smoke-scale Co-S²P, AdaViT, Q-ViT and FedASMU runs in
 # gpu-bundle/checks, with graphs and without), the end-to-end bench (CPU, then CUDA), then the
 # cell for 20 rounds on every CPU core, one thread a job and then 4 ([run] threads_per_job),
 # each under a timeout (290, 220 and 2 x 40 s: under the device's 600 s a command), about 9
@@ -47,21 +47,27 @@ for toml in "$emit"/slurm/experiments/*.toml; do
     cp "$toml" "$run/experiment.toml"
 done
 rm -rf "$emit"
-# Co-S²P, FedAvg+AdaViT and FedAvg+Q-ViT at the smoke scale, on MNIST for Fashion-MNIST (the
-# same shapes) and cut to 2 rounds: gpu_checks.sh compares their metrics with and without CUDA
-# graphs.
-emit=$(mktemp -d)
-runs=fashion-mnist-e1/cos2p,fashion-mnist-e1/fedavg-adavit,fashion-mnist-e1/fedavg-qvit
-cargo xtask reproduce cos2p --scale smoke --seeds 9 --runs "$runs" \
-    --emit slurm "$emit/slurm" --out "$emit/out" >/dev/null
+# Runs at the smoke scale, on MNIST for Fashion-MNIST (the same shapes) and cut short:
+# gpu_checks.sh compares their metrics with and without CUDA graphs. check PAPER RUNS FROM TO
+# emits PAPER's RUNS into checks/PAPER-<method>.toml with the line FROM replaced by TO.
 mkdir -p "$b/checks"
-for toml in "$emit"/slurm/experiments/*.toml; do
-    method=$(sed -n 's/^method = "\(.*\)"$/\1/p' "$toml")
-    sed -e 's/^name = "fashion-mnist"$/name = "mnist"/' -e 's/^rounds = 6$/rounds = 2/' "$toml" > "$b/checks/cos2p-$method.toml"
-    grep -qx 'rounds = 2' "$b/checks/cos2p-$method.toml"
-    grep -qx 'name = "mnist"' "$b/checks/cos2p-$method.toml"
-done
-rm -rf "$emit"
+check() {
+    local emit toml to
+    emit=$(mktemp -d)
+    cargo xtask reproduce "$1" --scale smoke --seeds 9 --runs "$2" --emit slurm "$emit/slurm" --out "$emit/out" >/dev/null
+    for toml in "$emit"/slurm/experiments/*.toml; do
+        to="$b/checks/$1-$(sed -n 's/^method = "\(.*\)"$/\1/p' "$toml").toml"
+        sed -e 's/^name = "fashion-mnist"$/name = "mnist"/' -e "s/^$3\$/$4/" "$toml" > "$to"
+        grep -qx "$4" "$to"
+        grep -qx 'name = "mnist"' "$to"
+    done
+    rm -rf "$emit"
+}
+# Co-S²P (Adan, distillation, learned widths), FedAvg+AdaViT and FedAvg+Q-ViT, 2 rounds.
+check cos2p fashion-mnist-e1/cos2p,fashion-mnist-e1/fedavg-adavit,fashion-mnist-e1/fedavg-qvit \
+    "rounds = 6" "rounds = 2"
+# FedASMU (jobs that pull the global model mid-training), 20 updates.
+check fedasmu fashion-mnist-lenet/fedasmu "max_updates = 100" "max_updates = 20"
 sed 's/^rounds = 3$/rounds = 40/' fl-bench/experiments/kdd23-cell.toml > "$b/kdd23-cell-40.toml"
 grep -qx 'rounds = 40' "$b/kdd23-cell-40.toml"
 sed 's/^rounds = 3$/rounds = 20/' fl-bench/experiments/kdd23-cell.toml > "$b/kdd23-cell-cpu.toml"

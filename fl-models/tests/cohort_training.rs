@@ -539,7 +539,8 @@ fn replayed_steps_train_what_the_cohort_trains_for_every_model() {
 /// a client's state from job to job (FedDyn's gradient, MOON's previous model, ASO-Fed's h and
 /// previous gradient) and for augmentation (its draws from the noise block): each on the MLP
 /// (hand-derived gradients where the loss is plain) and on cnn2 (autograd), in a second job of
-/// every client, which starts from the state its first left. And on a ViT, clients of three
+/// every client, which starts from the state its first left; FedASMU's job that pulls and
+/// merges the global model mid-training. And on a ViT, clients of three
 /// budgets: AdaViT's decisions (drawn from the noise block) with the usage loss, with Adam;
 /// Q-ViT's fake quantisation; Co-S²P's learned width masks, with Adan.
 #[test]
@@ -569,6 +570,25 @@ fn replayed_steps_train_what_the_cohort_trains_with_every_replayed_option() {
             };
             replays_train_what_the_cohort_trains(&format!("{name}, {option}"), cfg.clone(), &second);
         }
+    }
+    // FedASMU: a job that pulls the global model mid-training, in a session of one whose two
+    // segments (each on graphs of its own) surround the learned merge.
+    let pull =
+        SgdConfig { learned_pull: Some(fl_core::trainer::learned_pull::LearnedPullConfig::default()), ..base.clone() };
+    for (name, c) in &models {
+        let trainer = Sgd::new(pull.clone());
+        let pulled = c.jobs()[0].params.map(|t| t * 0.5);
+        let info = fl_core::trainer::PullInfo { base_version: 2, pulled_version: 5 };
+        let run = |mut session: Box<dyn fl_core::trainer::TrainSession>| {
+            session.run_until(0.4).unwrap();
+            session.merge_pulled(&pulled, info).unwrap();
+            session.run_until(1.0).unwrap();
+            session.finish().unwrap()
+        };
+        let want = run(trainer.start(vec![c.jobs().remove(0)]).unwrap());
+        assert!(want[0].pull_merge.is_some(), "{name}: the merge is learned");
+        let got = run(trainer.start_at_device_counters(vec![c.jobs().remove(0)]).unwrap());
+        assert_same_outcomes(&format!("{name}, learned pull"), &got, &want);
     }
     let vit = "depth = 2\nhidden = 8\nmlp = 12\nheads = 2\npatch = 2\ndecisions = { initial_keep = 0.8 }";
     let adavit = case("vit", vit, image(3, 4), &[6, 3, 5], None);
@@ -681,19 +701,26 @@ fn replays_train_what_the_cohort_trains(name: &str, cfg: SgdConfig, jobs: &dyn F
         (" (kept graphs, again)", keeping.train_cohort_at_device_counters(jobs()).unwrap()),
     ];
     for (how, got) in &runs {
-        for (client, (g, w)) in got.iter().zip(&want).enumerate() {
-            let at = format!("{name}{how}, client {client}");
-            assert_eq!((g.steps, g.mean_loss), (w.steps, w.mean_loss), "{at}");
-            for ((tensor, a), b) in g.params.iter().zip(w.params.tensors()) {
-                assert!(a.equal(b), "{at}: `{tensor}` differs");
-            }
-            let states = (g.state.as_ref(), w.state.as_ref());
-            assert_eq!(states.0.is_some(), states.1.is_some(), "{at}: state");
-            if let (Some(gs), Some(ws)) = states {
-                for ((tensor, a), b) in gs.iter().zip(ws.tensors()) {
-                    assert!(a.equal(b), "{at}: state `{tensor}` differs");
-                }
+        assert_same_outcomes(&format!("{name}{how}"), got, &want);
+    }
+}
+
+/// Each client's steps, loss, tensors, state and pull merge in `got` are `want`'s to the bit.
+fn assert_same_outcomes(name: &str, got: &[TrainOutcome], want: &[TrainOutcome]) {
+    for (client, (g, w)) in got.iter().zip(want).enumerate() {
+        let at = format!("{name}, client {client}");
+        assert_eq!((g.steps, g.mean_loss), (w.steps, w.mean_loss), "{at}");
+        for ((tensor, a), b) in g.params.iter().zip(w.params.tensors()) {
+            assert!(a.equal(b), "{at}: `{tensor}` differs");
+        }
+        let states = (g.state.as_ref(), w.state.as_ref());
+        assert_eq!(states.0.is_some(), states.1.is_some(), "{at}: state");
+        if let (Some(gs), Some(ws)) = states {
+            for ((tensor, a), b) in gs.iter().zip(ws.tensors()) {
+                assert!(a.equal(b), "{at}: state `{tensor}` differs");
             }
         }
+        let merges = |o: &TrainOutcome| o.pull_merge.map(|m| (m.weight, m.reward));
+        assert_eq!(merges(g), merges(w), "{at}: pull merge");
     }
 }

@@ -173,7 +173,7 @@ pub struct SgdConfig {
     /// On CUDA, capture each step shape of a cohort once as a CUDA graph and replay it (one
     /// launch a step instead of a hundred; [`crate::trainer::cuda_graph`]), where the build
     /// has CUDA graphs and the options allow (cohorts of at most 128 clients, a
-    /// [`Model::replayable`] model, no early stopping, pulls or PLATON pruning; learned width
+    /// [`Model::replayable`] model, no early stopping or PLATON pruning; learned width
     /// masks train eagerly, the weight steps after them replay);
     /// default on.
     /// No effect on CPU. Left out of the resolved config while on: it changes no result (the
@@ -394,6 +394,21 @@ impl Sgd {
         self.cfg.steps.unwrap_or_else(|| self.cfg.epochs * samples.div_ceil(batch.unwrap_or(self.cfg.batch_size)))
     }
 
+    /// Starts `jobs` as one cohort whose steps run the way steps replayed from CUDA graphs run,
+    /// on any device ([`Sgd::train_cohort_at_device_counters`]): a session, for jobs that pull
+    /// mid-training. Refused for a model or options whose steps are not replayed.
+    pub fn start_at_device_counters(&self, jobs: Vec<TrainJob>) -> Result<Box<dyn TrainSession>> {
+        let mut cohort = SgdCohort::new(self, jobs)?;
+        if !cohort.replayable() {
+            return Err(Error::component(
+                NAME,
+                "these steps are not replayed from CUDA graphs (see [trainer] cuda_graphs): nothing to train at device counters",
+            ));
+        }
+        cohort.at_device_counters = true;
+        Ok(Box::new(cohort))
+    }
+
     /// Trains `jobs` as one cohort the way steps replayed from CUDA graphs run: step 0 first,
     /// then every step reading its table rows and noise at counters kept on the device and
     /// writing its results in place, eagerly off CUDA. On CPU this trains, bit for bit, what
@@ -403,16 +418,9 @@ impl Sgd {
     /// index trains other numbers; only a host read shows under capture alone. Refused for a
     /// model or options whose steps are not replayed.
     pub fn train_cohort_at_device_counters(&self, jobs: Vec<TrainJob>) -> Result<Vec<TrainOutcome>> {
-        let mut cohort = SgdCohort::new(self, jobs)?;
-        if !cohort.replayable() {
-            return Err(Error::component(
-                NAME,
-                "these steps are not replayed from CUDA graphs (see [trainer] cuda_graphs): nothing to train at device counters",
-            ));
-        }
-        let total = cohort.schedule.total_steps();
-        cohort.run_steps(total, true)?;
-        Box::new(cohort).finish()
+        let mut session = self.start_at_device_counters(jobs)?;
+        session.run_until(1.0)?;
+        session.finish()
     }
 }
 
@@ -525,6 +533,8 @@ struct SgdCohort {
     /// The step index on the device, int64 `[1]`, where steps are replayed from CUDA graphs:
     /// steps read their rows of the per-step tables there and advance it.
     device_step: Option<Tensor>,
+    /// Whether steps run as replayed ones do on any device ([`Sgd::start_at_device_counters`]).
+    at_device_counters: bool,
     /// Each client's summed batch losses, `[C]`, read once at the end.
     loss_sum: Tensor,
     /// Whether the model's training pass reads the padding mask ([`Mode::reads_padding`]):
@@ -840,6 +850,7 @@ impl SgdCohort {
             noise,
             step: 0,
             device_step: None,
+            at_device_counters: false,
             reads_padding: true,
         })
     }
@@ -898,8 +909,9 @@ impl SgdCohort {
     /// Whether this cohort's steps could be replayed: at most [`MAX_GRAPH_CLIENTS`] clients, a
     /// model whose forward pass reads nothing from the host ([`Model::replayable`]), and
     /// options whose steps keep no host state that changes from step to step.
-    /// Early stopping (its epoch ends are host branches), the pulled model's merge and PLATON's
-    /// pruning (a host schedule) run eagerly. Adan (its first-step difference is step 0's,
+    /// Early stopping (its epoch ends are host branches) and PLATON's pruning (a host schedule)
+    /// run eagerly; the steps around a pulled model's merge replay (the merge itself, between
+    /// two `run_until`s, writes the weights in place, eagerly). Adan (its first-step difference is step 0's,
     /// which runs eagerly), distillation, FedDyn, MOON, ASO-Fed (tensor arithmetic on state
     /// stacked on the device), augmentation and AdaViT's decisions (their draws in the noise
     /// block), its usage loss and Q-ViT (its Adam step sizes a table) read nothing from the
@@ -911,7 +923,6 @@ impl SgdCohort {
         self.clients() <= MAX_GRAPH_CLIENTS
             && self.model.replayable()
             && self.stopping.is_none()
-            && self.pull.is_none()
             && self.platon.is_none()
     }
 
@@ -1411,7 +1422,7 @@ impl TrainSession for SgdCohort {
         } else {
             return Err(TrainerError::PartialCohort { trainer: NAME, share }.into());
         };
-        self.run_steps(until, self.graphable())
+        self.run_steps(until, self.at_device_counters || self.graphable())
     }
 
     fn merge_pulled(&mut self, pulled: &ParamSet, info: PullInfo) -> Result<()> {
