@@ -11,8 +11,8 @@
 # which runs gpu_checks.sh (first the experiment $CELL, a path from the repository root,
 # default gpu-bundle/kdd23-cell-40.toml, with CUDA graphs, with kept graphs and without; the
 # quickstart on CUDA and CPU; the column as one pack for $PACK_SECONDS, default 110; last,
-# FedDyn, MOON, ASO-Fed, augmentation and the smoke-scale Co-S²P, AdaViT, Q-ViT and FedASMU runs in
-# gpu-bundle/checks, with graphs and without), the end-to-end bench (CPU, then CUDA), then the
+# FedDyn, MOON, ASO-Fed, augmentation and the smoke-scale Co-S²P, AdaViT, Q-ViT, PLATON and
+# FedASMU runs in gpu-bundle/checks, with graphs and without), the end-to-end bench (CPU, then CUDA), then the
 # cell for 20 rounds on every CPU core, one thread a job and then 4 ([run] threads_per_job),
 # each under a timeout (290, 220 and 2 x 40 s: under the device's 600 s a command), about 9
 # minutes together, and leaves their outputs in $OUT.
@@ -63,8 +63,9 @@ check() {
     done
     rm -rf "$emit"
 }
-# Co-S²P (Adan, distillation, learned widths), FedAvg+AdaViT and FedAvg+Q-ViT, 2 rounds.
-check cos2p fashion-mnist-e1/cos2p,fashion-mnist-e1/fedavg-adavit,fashion-mnist-e1/fedavg-qvit \
+# Co-S²P (Adan, distillation, learned widths), FedAvg+AdaViT, FedAvg+Q-ViT and FedAvg+PLATON,
+# 2 rounds.
+check cos2p fashion-mnist-e1/cos2p,fashion-mnist-e1/fedavg-adavit,fashion-mnist-e1/fedavg-qvit,fashion-mnist-e1/fedavg-platon \
     "rounds = 6" "rounds = 2"
 # FedASMU (jobs that pull the global model mid-training), 20 updates.
 check fedasmu fashion-mnist-lenet/fedasmu "max_updates = 100" "max_updates = 20"

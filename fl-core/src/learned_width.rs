@@ -118,17 +118,42 @@ pub fn finalize(
 
 fn finalize_global(scores: &[Tensor], unit_params: &[i64], ratio: &Tensor) -> Vec<Tensor> {
     let Some(first) = scores.first() else { return Vec::new() };
-    let (clients, device) = (first.size()[0], first.device());
+    let units: Vec<i64> = scores.iter().map(|s| s.size()[1]).collect();
+    finalize_global_weighted(scores, &UnitWeights::new(&units, unit_params, first.device()), ratio)
+}
+
+/// What a global allocation weighs each learned unit by: the parameters it spans, in the
+/// order [`finalize`] ranks the groups' units (`[U]`, float64, on the scores' device), and
+/// their sum. Made once, so that a step finalising at every step copies nothing from the host.
+pub struct UnitWeights {
+    weights: Tensor,
+    total: f64,
+}
+
+impl UnitWeights {
+    /// For groups of `units[i]` units spanning `unit_params[i]` parameters each.
+    pub fn new(units: &[i64], unit_params: &[i64], device: Device) -> Self {
+        let weights: Vec<f64> =
+            units.iter().zip(unit_params).flat_map(|(&n, &w)| std::iter::repeat_n(w as f64, n as usize)).collect();
+        UnitWeights { total: weights.iter().sum(), weights: Tensor::from_slice(&weights).to_device(device) }
+    }
+
+    /// The weights' tensor, which a step replayed from a CUDA graph reads.
+    pub fn tensor_mut(&mut self) -> &mut Tensor {
+        &mut self.weights
+    }
+}
+
+/// [`finalize`]'s global allocation of the learned groups' `scores`, their units weighed by
+/// `weights` (made for these groups).
+pub fn finalize_global_weighted(scores: &[Tensor], weights: &UnitWeights, ratio: &Tensor) -> Vec<Tensor> {
+    let Some(first) = scores.first() else { return Vec::new() };
+    let clients = first.size()[0];
     let forced: Vec<Tensor> =
         scores.iter().map(|s| s.to_kind(Kind::Double).scatter_value(1, &s.argmax(1, true), f64::INFINITY)).collect();
     let priority = Tensor::cat(&forced, 1);
-    let weights: Vec<f64> = scores
-        .iter()
-        .zip(unit_params)
-        .flat_map(|(s, &w)| std::iter::repeat_n(w as f64, s.size()[1] as usize))
-        .collect();
-    let total: f64 = weights.iter().sum();
-    let weights = Tensor::from_slice(&weights).to_device(device).expand([clients, -1], false);
+    let total = weights.total;
+    let weights = weights.weights.expand([clients, -1], false);
     let (sorted, order) = priority.sort_stable(true, 1, true);
     let cumulative = weights.gather(1, &order, false).cumsum(1, Kind::Double);
     let budget = ratio.to_kind(Kind::Double).unsqueeze(1) * total * (1.0 + 1e-9);

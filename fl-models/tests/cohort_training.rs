@@ -542,7 +542,7 @@ fn replayed_steps_train_what_the_cohort_trains_for_every_model() {
 /// every client, which starts from the state its first left; FedASMU's job that pulls and
 /// merges the global model mid-training. And on a ViT, clients of three
 /// budgets: AdaViT's decisions (drawn from the noise block) with the usage loss, with Adam;
-/// Q-ViT's fake quantisation; Co-S²P's learned width masks, with Adan.
+/// Q-ViT's fake quantisation; PLATON's pruning; Co-S²P's learned width masks, with Adan.
 #[test]
 fn replayed_steps_train_what_the_cohort_trains_with_every_replayed_option() {
     use fl_core::trainer::augment::AugmentConfig;
@@ -636,6 +636,15 @@ fn replayed_steps_train_what_the_cohort_trains_with_every_replayed_option() {
         ..widths.clone()
     };
     replays_train_what_the_cohort_trains("vit, Q-ViT", qvit, &|| learned(true, None));
+    // PLATON: pruning to the budget on its cubic schedule after a warm-up without pruning, each
+    // long enough to replay steps of the same clients and batch length.
+    let platon = SgdConfig {
+        width_masks: None,
+        epochs: 10,
+        platon: Some(fl_core::trainer::platon::PlatonConfig { warmup: 0.6, final_share: 0.1, ..Default::default() }),
+        ..widths.clone()
+    };
+    replays_train_what_the_cohort_trains("vit, PLATON", platon, &|| learned(true, None));
     let mask_round = Sgd::new(widths.clone()).train_cohort(learned(true, None)).unwrap();
     replays_train_what_the_cohort_trains("vit, learned widths, mask round", widths.clone(), &|| learned(true, None));
     replays_train_what_the_cohort_trains("vit, learned widths, weight round", widths, &|| {

@@ -30,7 +30,7 @@ use tch::{Kind, Tensor};
 
 use crate::error::{InvalidKey, Result};
 use crate::learned_width::{
-    WidthAllocation, WidthBudget, finalize, kept_indices, member_tensor, tensor_factors, unit_params,
+    UnitWeights, WidthBudget, finalize_global_weighted, kept_indices, member_tensor, tensor_factors, unit_params,
 };
 use crate::structure::Structure;
 
@@ -109,11 +109,14 @@ pub(crate) struct Platon {
     groups: Vec<usize>,
     /// Per budget group, where it reaches the job's tensors.
     reaches: Vec<Vec<Reach>>,
-    unit_params: Vec<i64>,
+    /// What the global allocation weighs the groups' units by: the parameters each spans.
+    weights: UnitWeights,
     /// Per job tensor, `(Ī, Ū)` stacked `[C, ...]` where a budget group reaches it.
     moments: Vec<Option<(Tensor, Tensor)>>,
     /// Kept ratio per step and client, `[step][client]` (1 past a client's last step).
     ratios: Vec<Vec<f64>>,
+    /// The same, `[T, C]` (float64) on the device: the rows a step reads.
+    ratio_table: Tensor,
     /// Per budget group, each client's current 0/1 mask `[C, units]`.
     masks: Vec<Tensor>,
 }
@@ -147,7 +150,7 @@ impl Platon {
             moments[reach.tensor].get_or_insert_with(|| (p.zeros_like(), p.zeros_like()));
         }
         let longest = steps.iter().copied().max().unwrap_or(0);
-        let table = (0..longest)
+        let table: Vec<Vec<f64>> = (0..longest)
             .map(|t| {
                 steps.iter().zip(ratios).map(|(&n, &r)| if t < n { cfg.kept_ratio(t, n, r) } else { 1.0 }).collect()
             })
@@ -155,13 +158,18 @@ impl Platon {
         let (clients, device) = (ratios.len() as i64, params[0].device());
         let masks =
             groups.iter().map(|&g| Tensor::ones([clients, structure.groups[g].units], (Kind::Float, device))).collect();
+        let flat: Vec<f64> = table.iter().flatten().copied().collect();
+        let ratio_table = Tensor::from_slice(&flat).reshape([longest as i64, clients]).to_device(device);
+        let unit_params: Vec<i64> = groups.iter().map(|&g| unit_params(structure, g)).collect();
+        let units: Vec<i64> = groups.iter().map(|&g| structure.groups[g].units).collect();
         Ok(Platon {
             cfg: cfg.clone(),
             reaches,
-            unit_params: groups.iter().map(|&g| unit_params(structure, g)).collect(),
+            weights: UnitWeights::new(&units, &unit_params, device),
             groups,
             moments,
             ratios: table,
+            ratio_table,
             masks,
         })
     }
@@ -211,23 +219,40 @@ impl Platon {
             .collect()
     }
 
-    /// After step `t`'s update: re-selects the first `k` clients' kept units at `r(t)` and
-    /// zeroes the others in `params` (nothing while every ratio is 1).
+    /// Whether step `t` of the first `k` clients prunes: once some ratio is below 1. A step's
+    /// shape includes it, so that a step replayed from a CUDA graph runs the pruning of a
+    /// step that prunes.
+    pub(crate) fn prunes(&self, t: usize, k: i64) -> bool {
+        self.ratios[t][..k as usize].iter().any(|&r| r < 1.0)
+    }
+
+    /// The kept ratio at each step and client, `[T, C]` float64: a step reads its row.
+    pub(crate) fn ratio_table(&self) -> &Tensor {
+        &self.ratio_table
+    }
+
+    /// Every tensor a step reads or moves: the moments, the masks, the table and the weights.
+    pub(crate) fn tensors_mut(&mut self) -> impl Iterator<Item = &mut Tensor> {
+        let moments = self.moments.iter_mut().flatten().flat_map(|(mean, spread)| [mean, spread]);
+        moments.chain(&mut self.masks).chain([&mut self.ratio_table, self.weights.tensor_mut()])
+    }
+
+    /// After step `t`'s update: re-selects the first `k` clients' kept units at `r(t)`, their
+    /// `ratios` (this step's row of [`Platon::ratio_table`]), and zeroes the others in
+    /// `params` (nothing while every ratio is 1).
     pub(crate) fn prune(
         &mut self,
         t: usize,
         k: i64,
+        ratios: &Tensor,
         structure: &Structure,
         names: &[String],
         params: &mut [Tensor],
     ) -> Result<()> {
-        let ratios = &self.ratios[t][..k as usize];
-        if ratios.iter().all(|&r| r >= 1.0) {
+        if !self.prunes(t, k) {
             return Ok(());
         }
-        let device = params[0].device();
-        let ratio = Tensor::from_slice(ratios).to_device(device);
-        let (kept, _) = finalize(&self.unit_scores(k), &self.unit_params, &[], &ratio, WidthAllocation::Global);
+        let kept = finalize_global_weighted(&self.unit_scores(k), &self.weights, &ratios.narrow(0, 0, k));
         let factors = tensor_factors(structure, names, &self.groups, &kept)?;
         tch::no_grad(|| {
             for (mask, new) in self.masks.iter_mut().zip(&kept) {
@@ -307,9 +332,12 @@ mod tests {
         // Step 0 of 2 keeps everything; the last step keeps the budget, 0.5 of 9 parameters
         // (3 per neuron): the best neuron (2) is forced, then neuron 0 (ties to the lower
         // index) would make 6 > 4.5: only neuron 2 stays.
-        platon.prune(0, 1, &structure, &names, &mut params).unwrap();
+        let ratios = |t| platon.ratio_table().get(t);
+        let (first, last) = (ratios(0), ratios(1));
+        assert!(!platon.prunes(0, 1) && platon.prunes(1, 1));
+        platon.prune(0, 1, &first, &structure, &names, &mut params).unwrap();
         assert_eq!(platon.kept_units(0, &structure), [Some(vec![0, 1, 2])]);
-        platon.prune(1, 1, &structure, &names, &mut params).unwrap();
+        platon.prune(1, 1, &last, &structure, &names, &mut params).unwrap();
         assert_eq!(platon.kept_units(0, &structure), [Some(vec![2])]);
         let w = Vec::<f32>::try_from(params[0].reshape([-1])).unwrap();
         assert_eq!(w, [0.0, 0.0, 0.0, 0.0, 3.0, 0.0]);

@@ -173,7 +173,7 @@ pub struct SgdConfig {
     /// On CUDA, capture each step shape of a cohort once as a CUDA graph and replay it (one
     /// launch a step instead of a hundred; [`crate::trainer::cuda_graph`]), where the build
     /// has CUDA graphs and the options allow (cohorts of at most 128 clients, a
-    /// [`Model::replayable`] model, no early stopping or PLATON pruning; learned width
+    /// [`Model::replayable`] model, no early stopping; learned width
     /// masks train eagerly, the weight steps after them replay);
     /// default on.
     /// No effect on CPU. Left out of the resolved config while on: it changes no result (the
@@ -894,10 +894,11 @@ impl SgdCohort {
     }
 
     /// Step `t`'s shape, which a CUDA graph is captured for: padding counts only for a model
-    /// that reads the padding mask.
+    /// that reads the padding mask, and whether PLATON prunes after the step.
     fn shape(&self, t: usize) -> StepShape {
         let (k, b) = self.schedule.shape(t);
-        (k, b, self.schedule.padded(t) && self.reads_padding)
+        let prunes = self.platon.as_ref().is_some_and(|p| p.prunes(t, k));
+        (k, b, self.schedule.padded(t) && self.reads_padding, prunes)
     }
 
     /// Whether this cohort's steps can be replayed from CUDA graphs: with `cuda_graphs`, on
@@ -909,8 +910,9 @@ impl SgdCohort {
     /// Whether this cohort's steps could be replayed: at most [`MAX_GRAPH_CLIENTS`] clients, a
     /// model whose forward pass reads nothing from the host ([`Model::replayable`]), and
     /// options whose steps keep no host state that changes from step to step.
-    /// Early stopping (its epoch ends are host branches) and PLATON's pruning (a host schedule)
-    /// run eagerly; the steps around a pulled model's merge replay (the merge itself, between
+    /// Early stopping (its epoch ends are host branches) runs eagerly. PLATON's pruning reads
+    /// its kept ratios at the device's step, and whether a step prunes is part of its shape;
+    /// the steps around a pulled model's merge replay (the merge itself, between
     /// two `run_until`s, writes the weights in place, eagerly). Adan (its first-step difference is step 0's,
     /// which runs eagerly), distillation, FedDyn, MOON, ASO-Fed (tensor arithmetic on state
     /// stacked on the device), augmentation and AdaViT's decisions (their draws in the noise
@@ -920,10 +922,7 @@ impl SgdCohort {
     /// their factors in the start weights and the gradient masks): the CPU test checks them at device counters with replays run at their capture's
     /// step index, `fl-bench/scripts/gpu_checks.sh` under capture.
     fn replayable(&self) -> bool {
-        self.clients() <= MAX_GRAPH_CLIENTS
-            && self.model.replayable()
-            && self.stopping.is_none()
-            && self.platon.is_none()
+        self.clients() <= MAX_GRAPH_CLIENTS && self.model.replayable() && self.stopping.is_none()
     }
 
     /// Whether a step's loss is plain cross-entropy (no MOON, distillation, usage or
@@ -1002,6 +1001,7 @@ impl SgdCohort {
         inputs.extend(self.decay.iter_mut().flat_map(DecayGradient::tensors_mut));
         inputs.extend(self.usage.as_mut().map(UsageLoss::targets_mut));
         inputs.extend(self.quantizer.iter_mut().flat_map(Quantizer::tensors_mut));
+        inputs.extend(self.platon.iter_mut().flat_map(Platon::tensors_mut));
         inputs.extend(self.schedule.tables_mut());
         inputs.extend(self.rates.tables_mut());
         inputs.extend(self.noise.device_tensors_mut());
@@ -1106,9 +1106,10 @@ impl SgdCohort {
             platon.observe(&self.params, &grads, k);
         }
         tch::no_grad(|| self.update(t, k, grads));
-        if let Some(platon) = &mut self.platon {
+        let ratios = self.platon.as_ref().map(|p| self.at(t).row(p.ratio_table()));
+        if let (Some(platon), Some(ratios)) = (&mut self.platon, ratios) {
             platon
-                .prune(t, k, self.model.structure(), &self.names, &mut self.params)
+                .prune(t, k, &ratios, self.model.structure(), &self.names, &mut self.params)
                 .expect("the budget's tensors were found when the cohort started");
         }
         if let Some(stop) = &mut self.stopping {
