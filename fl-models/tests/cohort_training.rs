@@ -618,7 +618,7 @@ fn replayed_steps_train_what_the_cohort_trains_with_every_replayed_option() {
         lr: 0.01,
         momentum: 0.0,
         epochs: 5,
-        width_masks: Some(fl_core::trainer::width_masks::WidthMaskConfig { epochs: 1, ..Default::default() }),
+        width_masks: Some(fl_core::trainer::width_masks::WidthMaskConfig { epochs: 5, ..Default::default() }),
         ..cfg(0.0, 0.0)
     };
     let learned = |learn: bool, state: Option<&[TrainOutcome]>| {

@@ -58,6 +58,8 @@ struct DeviceDraws {
     /// Steps announced, and steps started so far.
     steps: i64,
     started: i64,
+    /// The host's count of draws after the announced steps.
+    end: u64,
     /// Steps a block holds: the first step of each block hashes its noise.
     block_steps: i64,
     /// The block's noise, `[block_steps · per_step, C, width]`, rewritten in place.
@@ -130,8 +132,31 @@ impl CohortNoise {
         // instead of baking the host's noise into a graph.
         let values = Tensor::zeros([block_steps * per_step, clients, width], (Kind::Float, self.device));
         let next = Tensor::zeros([1], (Kind::Int64, self.device));
+        let end = first + draws;
         self.on_device =
-            Some(DeviceDraws { keys, per_step, kinds, in_step: 0, steps, started: 0, block_steps, values, next });
+            Some(DeviceDraws { keys, per_step, kinds, in_step: 0, steps, started: 0, end, block_steps, values, next });
+    }
+
+    /// Ends the steps counted on the device ([`CohortNoise::count_on_device`]), once all have
+    /// run: the host counts draws again, from the draw after theirs. Another phase of steps
+    /// can then be recorded and counted on the device (a mask round's score steps, then its
+    /// weight steps).
+    ///
+    /// # Panics
+    /// Before all the announced steps have started, or after the last made other draws than
+    /// the recorded step.
+    pub fn count_on_host(&mut self) {
+        let d = self.on_device.take().expect("cohort noise: count_on_host after count_on_device");
+        assert_eq!(d.started, d.steps, "cohort noise: count_on_host after {} of {} steps", d.started, d.steps);
+        // The last step made the recorded step's draws, twice if it ran eagerly and then captured.
+        let made = d.in_step;
+        let whole = if d.per_step == 0 { made == 0 } else { made > 0 && made % d.per_step == 0 };
+        assert!(
+            d.steps == 0 || whole,
+            "cohort noise: the last step read on the device made {made} draws, the recorded step {}",
+            d.per_step
+        );
+        self.draws = d.end;
     }
 
     /// Before each step whose draws are read on the device ([`CohortNoise::count_on_device`]):
@@ -345,6 +370,55 @@ mod tests {
         assert_eq!((d.started, i64::try_from(&d.next).unwrap()), (70, 32), "the third block, 16 steps into it");
         let past = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| device.start_step()));
         assert!(past.is_err(), "a step past the announced ones panics");
+    }
+
+    #[test]
+    fn after_steps_counted_on_the_device_the_host_draws_on_and_a_second_phase_too() {
+        // Phase one: 5 steps of one uniform draw (1 on the host, 4 at the device counter), then
+        // the host draws a mask, then phase two: 4 steps of a mask (1 + 3). Every draw is the
+        // draw of a cohort that counted them all on the host.
+        let streams = || [3, 8].iter().map(|&s| TensorNoise::new(s)).collect::<Vec<_>>();
+        let (mut host, mut device) =
+            (CohortNoise::new(streams(), Device::Cpu), CohortNoise::new(streams(), Device::Cpu));
+        let phase =
+            |noise: &mut CohortNoise, on_device: bool, steps: u64, draw: &dyn Fn(&mut CohortNoise) -> Tensor| {
+                let mut out = Vec::new();
+                if on_device {
+                    noise.record_step();
+                }
+                out.push(draw(noise));
+                if on_device {
+                    noise.count_on_device(steps - 1);
+                }
+                for _ in 1..steps {
+                    noise.start_step();
+                    out.push(draw(noise));
+                }
+                if on_device {
+                    noise.count_on_host();
+                }
+                out
+            };
+        let uniform = |n: &mut CohortNoise| n.uniform(&[2, 6]);
+        let mask = |n: &mut CohortNoise| n.dropout_mask(&[2, 4], 0.5);
+        let mut want = phase(&mut host, false, 5, &uniform);
+        want.push(mask(&mut host));
+        want.extend(phase(&mut host, false, 4, &mask));
+        let mut got = phase(&mut device, true, 5, &uniform);
+        got.push(mask(&mut device));
+        got.extend(phase(&mut device, true, 4, &mask));
+        assert_eq!(got.len(), 10);
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!(g.equal(w), "draw {i}");
+        }
+        assert_eq!(device.draws(), 10);
+        // Ending a phase early panics.
+        device.record_step();
+        let _ = uniform(&mut device);
+        device.count_on_device(2);
+        device.start_step();
+        let early = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| device.count_on_host()));
+        assert!(early.is_err(), "count_on_host before the announced steps ran panics");
     }
 
     #[test]

@@ -173,9 +173,7 @@ pub struct SgdConfig {
     /// On CUDA, capture each step shape of a cohort once as a CUDA graph and replay it (one
     /// launch a step instead of a hundred; [`crate::trainer::cuda_graph`]), where the build
     /// has CUDA graphs and the options allow (cohorts of at most 128 clients, a
-    /// [`Model::replayable`] model, no early stopping; learned width
-    /// masks train eagerly, the weight steps after them replay);
-    /// default on.
+    /// [`Model::replayable`] model, no early stopping); default on.
     /// No effect on CPU. Left out of the resolved config while on: it changes no result (the
     /// kdd23 cell's metrics are byte-identical either way), and runs resume across it.
     #[serde(skip_serializing_if = "is_true")]
@@ -859,9 +857,10 @@ impl SgdCohort {
         self.order.len()
     }
 
-    /// Learns the clients' width masks if the jobs choose their widths, then starts the
-    /// weights from the kept units only and masks the dropped units' gradients.
-    fn apply_width_masks(&mut self) -> Result<()> {
+    /// Learns the clients' width masks if the jobs choose their widths (the score steps
+    /// `replayed` as the weight steps will be), then starts the weights from the kept units
+    /// only and masks the dropped units' gradients.
+    fn apply_width_masks(&mut self, replayed: bool) -> Result<()> {
         let Some(width) = &mut self.width else { return Ok(()) };
         let cohort = CohortInputs {
             model: self.model.as_ref(),
@@ -870,7 +869,7 @@ impl SgdCohort {
             data: &self.data,
             augment: self.cfg.augment.as_ref(),
         };
-        let factors = width.factors(&cohort, &mut self.noise)?;
+        let factors = width.factors(&cohort, &mut self.noise, replayed)?;
         for (i, factor) in factors.iter().enumerate() {
             let Some(f) = factor else { continue };
             self.params[i] = &self.params[i] * f;
@@ -909,18 +908,17 @@ impl SgdCohort {
 
     /// Whether this cohort's steps could be replayed: at most [`MAX_GRAPH_CLIENTS`] clients, a
     /// model whose forward pass reads nothing from the host ([`Model::replayable`]), and
-    /// options whose steps keep no host state that changes from step to step.
-    /// Early stopping (its epoch ends are host branches) runs eagerly. PLATON's pruning reads
-    /// its kept ratios at the device's step, and whether a step prunes is part of its shape;
-    /// the steps around a pulled model's merge replay (the merge itself, between
-    /// two `run_until`s, writes the weights in place, eagerly). Adan (its first-step difference is step 0's,
-    /// which runs eagerly), distillation, FedDyn, MOON, ASO-Fed (tensor arithmetic on state
-    /// stacked on the device), augmentation and AdaViT's decisions (their draws in the noise
-    /// block), its usage loss and Q-ViT (its Adam step sizes a table) read nothing from the
-    /// host, nor do the weight
-    /// steps after learned width masks (the mask epochs run eagerly before step 0, and leave
-    /// their factors in the start weights and the gradient masks): the CPU test checks them at device counters with replays run at their capture's
-    /// step index, `fl-bench/scripts/gpu_checks.sh` under capture.
+    /// options whose steps keep no host state that changes from step to step. Only early
+    /// stopping (its epoch ends are host branches) runs eagerly. The other options read
+    /// nothing from the host: Adan (its first-step difference is step 0's, which runs eagerly),
+    /// distillation, FedDyn, MOON and ASO-Fed (tensor arithmetic on state stacked on the
+    /// device), augmentation and AdaViT's decisions (their draws in the noise block) and its
+    /// usage loss, Q-ViT (its Adam step sizes a table) and PLATON (its kept ratios a table,
+    /// whether a step prunes part of its shape); learned width masks train their scores in
+    /// replayed steps of their own before step 0; a pulled model's merge, between two
+    /// `run_until`s, writes the weights in place. The CPU tests check each at device counters,
+    /// replays run with their capture's step index; `fl-bench/scripts/gpu_checks.sh` under
+    /// capture.
     fn replayable(&self) -> bool {
         self.clients() <= MAX_GRAPH_CLIENTS && self.model.replayable() && self.stopping.is_none()
     }
@@ -935,7 +933,7 @@ impl SgdCohort {
     /// after learning the width masks if the cohort has not started.
     fn run_steps(&mut self, until: usize, replayed: bool) -> Result<()> {
         if self.step == 0 && until > 0 {
-            self.apply_width_masks()?;
+            self.apply_width_masks(replayed)?;
         }
         if until > self.step && replayed {
             return self.run_captured(until);

@@ -18,6 +18,8 @@
 //! which computes what the physically smaller sub-model computes; their values go back
 //! unchanged, a zero delta. The scores are the client's state for its next job.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor};
 
@@ -30,7 +32,8 @@ use crate::rng::CohortNoise;
 use crate::structure::Structure;
 use crate::trainer::TrainJob;
 use crate::trainer::augment::AugmentConfig;
-use crate::trainer::aux_adam::{adam_rows, adam_scale};
+use crate::trainer::aux_adam::{adam_rows, adam_scales};
+use crate::trainer::captured_steps::CapturedSteps;
 use crate::trainer::schedule::{BatchSchedule, StepAt};
 use crate::trainer::sgd::cross_entropy;
 
@@ -115,6 +118,8 @@ pub(crate) struct WidthMasks {
     moments: Vec<(Tensor, Tensor)>,
     /// The mask epochs' batches, while the scores still have to train.
     schedule: Option<BatchSchedule>,
+    /// Adam's step size at each mask step, `[T]`: a step reads its row.
+    scales: Tensor,
     /// Each client's state as it came (other groups' scores pass through), cohort order.
     prior: Vec<Option<ParamSet>>,
     /// Per job tensor, the factor zeroing the dropped units, once finalised.
@@ -170,6 +175,8 @@ impl WidthMasks {
             BatchSchedule::draw_for_jobs(jobs, order, &steps, batch_size, device)
         });
         let moments = learned.iter().map(|s| (s.zeros_like(), s.zeros_like())).collect();
+        let mask_steps = schedule.as_ref().map_or(0, BatchSchedule::total_steps);
+        let scales = adam_scales(cfg.lr, mask_steps, device);
         let ratio = Tensor::from_slice(ratio).to_kind(Kind::Float).to_device(device);
         let random_masks = finalize(&[], &[], &random, &ratio, budget.allocation).1;
         Ok(WidthMasks {
@@ -183,19 +190,24 @@ impl WidthMasks {
             random_masks,
             moments,
             schedule,
+            scales,
             prior: order.iter().map(|&j| jobs[j].state.as_ref().map(ParamSet::shallow_clone)).collect(),
             factors: None,
         })
     }
 
     /// The factors zeroing each job tensor's dropped units, training the scores first if this
-    /// is a mask round (once; later calls return the same factors).
-    pub(crate) fn factors(&mut self, cohort: &CohortInputs, noise: &mut CohortNoise) -> Result<&[Option<Tensor>]> {
+    /// is a mask round (once; later calls return the same factors), their steps `replayed` as
+    /// the cohort's are ([`WidthMasks::learn`]).
+    pub(crate) fn factors(
+        &mut self,
+        cohort: &CohortInputs,
+        noise: &mut CohortNoise,
+        replayed: bool,
+    ) -> Result<&[Option<Tensor>]> {
         if self.factors.is_none() {
             if let Some(schedule) = self.schedule.take() {
-                for t in 0..schedule.total_steps() {
-                    self.step(&schedule, t, cohort, noise)?;
-                }
+                self.learn(&schedule, cohort, noise, replayed)?;
             }
             let learned = finalize(&self.learned, &self.unit_params, &[], &self.ratio, self.budget.allocation).0;
             let masks: Vec<Tensor> =
@@ -211,16 +223,54 @@ impl WidthMasks {
         self.factors.as_deref()
     }
 
-    /// One step of the scores on mask batch `t`.
+    /// Trains the scores over the mask epochs' `schedule`. Where `replayed`, as the cohort's
+    /// weight steps are (`SgdCohort::run_captured`): step 0 eagerly, then every step reading its
+    /// batch, step size and noise at counters on the device, replayed from a CUDA graph per
+    /// step shape on CUDA (emulated elsewhere, [`CapturedSteps`]); the noise goes back to the
+    /// host's count after the last.
+    fn learn(
+        &mut self,
+        schedule: &BatchSchedule,
+        cohort: &CohortInputs,
+        noise: &mut CohortNoise,
+        replayed: bool,
+    ) -> Result<()> {
+        let total = schedule.total_steps();
+        if !replayed || total == 0 {
+            return (0..total).try_for_each(|t| self.step(schedule, StepAt::host(t), cohort, noise));
+        }
+        let counter = Tensor::zeros([1], (Kind::Int64, self.ratio.device()));
+        let at = |t| StepAt { t, device: Some(&counter) };
+        noise.record_step();
+        self.step(schedule, at(0), cohort, noise)?;
+        noise.count_on_device(total as u64 - 1);
+        let shape = |t: usize| {
+            let (k, b) = schedule.shape(t);
+            (k, b, schedule.padded(t), false)
+        };
+        let mut steps = CapturedSteps::new((1..total).map(shape), counter.device().is_cuda(), BTreeMap::new());
+        for t in 1..total {
+            noise.start_step();
+            let mut failed = Ok(());
+            steps.run(shape(t), t, |i| failed = self.step(schedule, at(i), cohort, noise))?;
+            failed?;
+        }
+        noise.count_on_host();
+        Ok(())
+    }
+
+    /// One step of the scores on mask batch `at`, whose rows it reads there (and advances the
+    /// device's counter, if any).
     fn step(
         &mut self,
         schedule: &BatchSchedule,
-        t: usize,
+        at: StepAt,
         cohort: &CohortInputs,
         noise: &mut CohortNoise,
     ) -> Result<()> {
         let CohortInputs { model, names, params, data, augment } = *cohort;
-        let (k, _, x, y, weights) = schedule.inputs(data, StepAt::host(t));
+        let t = at.t;
+        let (k, _, x, y, weights) = schedule.inputs(data, at);
         let x = match augment {
             Some(augment) => augment.apply(&x, noise),
             None => x,
@@ -257,9 +307,12 @@ impl WidthMasks {
         let penalty = ratio_penalty(&sampled, &self.unit_params, self.learned_params, &ratio, self.cfg.lambda);
         let loss = (ce + penalty).sum(Kind::Float);
         let grads = Tensor::run_backward(&[loss], &leaves.iter().collect::<Vec<_>>(), false, false);
-        let scale = Tensor::from(adam_scale(self.cfg.lr, t + 1));
+        let scale = at.row(&self.scales);
         for ((scores, moments), g) in self.learned.iter().zip(&self.moments).zip(grads) {
             adam_rows(scores, moments, &g, k, &scale);
+        }
+        if let Some(counter) = at.device {
+            let _ = tch::no_grad(|| counter.shallow_clone().g_add_scalar_(1));
         }
         Ok(())
     }
