@@ -656,7 +656,8 @@ fn replayed_steps_train_what_the_cohort_trains_with_every_replayed_option() {
 /// schedules (every table row a replayed step reads by the device's index): decay by epoch with
 /// the optimizer restarted each epoch, decay by step, the delay penalty of jobs of different
 /// delays, Adam's bias corrections restarted each epoch, fixed step counts cycling over
-/// reshuffled epochs, and the jobs' own batch size.
+/// reshuffled epochs, the jobs' own batch size, and early stopping (clients leaving at their
+/// epochs' ends).
 #[test]
 fn replayed_steps_train_what_the_cohort_trains_for_every_schedule() {
     use fl_core::trainer::rates::LrDecay;
@@ -693,7 +694,15 @@ fn replayed_steps_train_what_the_cohort_trains_for_every_schedule() {
         }
         jobs
     };
-    replays_train_what_the_cohort_trains("the jobs' batch size", base, &own_batch);
+    replays_train_what_the_cohort_trains("the jobs' batch size", base.clone(), &own_batch);
+    // Early stopping: batches of 2 over 8, 6 and 8 samples end the clients' epochs on
+    // different steps, none on the first replayed one, and some client stops early.
+    let stopping = case("mlp", "hidden = [12]\ndropout = 0.5", image(1, 5), &[8, 6, 8], None);
+    let patient = SgdConfig { patience: Some(1), batch_size: 2, ..base };
+    let steps: Vec<usize> =
+        Sgd::new(patient.clone()).train_cohort(stopping.jobs()).unwrap().iter().map(|o| o.steps).collect();
+    assert!(steps[0] < 20 || steps[1] < 15 || steps[2] < 20, "no client stopped early: {steps:?}");
+    replays_train_what_the_cohort_trains("early stopping", patient, &|| stopping.jobs());
 }
 
 /// Trains `jobs()` with `cfg` as one cohort, and again three times at device counters: alone,

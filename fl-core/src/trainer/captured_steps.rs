@@ -1,8 +1,8 @@
 //! A cohort's steps replayed from CUDA graphs, one graph per step shape.
 //!
-//! Steps of one shape (clients still training, batch length, whether some batch is padded,
-//! whether the step prunes) run the same kernels on the same tensors; only their rows of the
-//! per-step tables differ, and a captured step reads those at a step index kept on the device
+//! Steps of one shape ([`StepShape`]: clients still training, batch length, and the host's
+//! branches) run the same kernels on the same tensors; only their rows of the per-step tables
+//! differ, and a captured step reads those at a step index kept on the device
 //! ([`crate::trainer::schedule::StepAt`]). The first step of a shape that recurs often enough
 //! runs eagerly on the capture stream and is then captured; every later step of that shape is
 //! one replay. The graphs share their thread's memory pool (see [`crate::trainer::cuda_graph`]),
@@ -19,9 +19,21 @@ use std::collections::BTreeMap;
 use crate::error::Result;
 use crate::trainer::cuda_graph::{self, Graph};
 
-/// Clients still training, batch length, whether some batch is padded (where the model reads
-/// the padding), whether PLATON prunes after the step.
-pub(crate) type StepShape = (i64, i64, bool, bool);
+/// What a step's kernels depend on besides the values they read: steps of equal shapes replay
+/// one graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct StepShape {
+    /// Clients still training.
+    pub clients: i64,
+    /// Batch length.
+    pub batch: i64,
+    /// Whether some batch is padded, where the model reads the padding mask.
+    pub padded: bool,
+    /// Whether PLATON prunes after the step.
+    pub prunes: bool,
+    /// Whether some client ends an epoch at the step, where early stopping checks it.
+    pub epoch_ends: bool,
+}
 
 /// Steps of a shape it takes for a capture to pay: one runs eagerly while it is captured, and
 /// a capture costs about what an eager step does.

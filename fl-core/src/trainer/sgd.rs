@@ -172,8 +172,8 @@ pub struct SgdConfig {
     pub usage: Option<UsageConfig>,
     /// On CUDA, capture each step shape of a cohort once as a CUDA graph and replay it (one
     /// launch a step instead of a hundred; [`crate::trainer::cuda_graph`]), where the build
-    /// has CUDA graphs and the options allow (cohorts of at most 128 clients, a
-    /// [`Model::replayable`] model, no early stopping); default on.
+    /// has CUDA graphs and the cohort allows (at most 128 clients, a [`Model::replayable`]
+    /// model); default on.
     /// No effect on CPU. Left out of the resolved config while on: it changes no result (the
     /// kdd23 cell's metrics are byte-identical either way), and runs resume across it.
     #[serde(skip_serializing_if = "is_true")]
@@ -893,11 +893,17 @@ impl SgdCohort {
     }
 
     /// Step `t`'s shape, which a CUDA graph is captured for: padding counts only for a model
-    /// that reads the padding mask, and whether PLATON prunes after the step.
+    /// that reads the padding mask; the host's branches (PLATON's pruning, early stopping's
+    /// epoch ends) only with those options.
     fn shape(&self, t: usize) -> StepShape {
-        let (k, b) = self.schedule.shape(t);
-        let prunes = self.platon.as_ref().is_some_and(|p| p.prunes(t, k));
-        (k, b, self.schedule.padded(t) && self.reads_padding, prunes)
+        let (clients, batch) = self.schedule.shape(t);
+        StepShape {
+            clients,
+            batch,
+            padded: self.schedule.padded(t) && self.reads_padding,
+            prunes: self.platon.as_ref().is_some_and(|p| p.prunes(t, clients)),
+            epoch_ends: self.stopping.as_ref().is_some_and(|s| s.ends[t]),
+        }
     }
 
     /// Whether this cohort's steps can be replayed from CUDA graphs: with `cuda_graphs`, on
@@ -906,21 +912,20 @@ impl SgdCohort {
         self.cfg.cuda_graphs && self.data.x.device().is_cuda() && cuda_graph::available() && self.replayable()
     }
 
-    /// Whether this cohort's steps could be replayed: at most [`MAX_GRAPH_CLIENTS`] clients, a
-    /// model whose forward pass reads nothing from the host ([`Model::replayable`]), and
-    /// options whose steps keep no host state that changes from step to step. Only early
-    /// stopping (its epoch ends are host branches) runs eagerly. The other options read
-    /// nothing from the host: Adan (its first-step difference is step 0's, which runs eagerly),
-    /// distillation, FedDyn, MOON and ASO-Fed (tensor arithmetic on state stacked on the
-    /// device), augmentation and AdaViT's decisions (their draws in the noise block) and its
-    /// usage loss, Q-ViT (its Adam step sizes a table) and PLATON (its kept ratios a table,
-    /// whether a step prunes part of its shape); learned width masks train their scores in
-    /// replayed steps of their own before step 0; a pulled model's merge, between two
-    /// `run_until`s, writes the weights in place. The CPU tests check each at device counters,
-    /// replays run with their capture's step index; `fl-bench/scripts/gpu_checks.sh` under
-    /// capture.
+    /// Whether this cohort's steps could be replayed: at most [`MAX_GRAPH_CLIENTS`] clients and
+    /// a model whose forward pass reads nothing from the host ([`Model::replayable`]). No
+    /// option keeps host state that changes from step to step: Adan (its first-step difference
+    /// is step 0's, which runs eagerly), distillation, FedDyn, MOON and ASO-Fed (tensor
+    /// arithmetic on state stacked on the device), augmentation and AdaViT's decisions (their
+    /// draws in the noise block) and its usage loss read nothing from the host; Q-ViT's Adam
+    /// step sizes, PLATON's kept ratios and early stopping's epoch ends are tables read at the
+    /// device's step, and whether a step prunes or ends an epoch is part of its shape; learned
+    /// width masks train their scores in replayed steps of their own before step 0; a pulled
+    /// model's merge, between two `run_until`s, writes the weights in place. The CPU tests
+    /// check each at device counters, replays run with their capture's step index;
+    /// `fl-bench/scripts/gpu_checks.sh` under capture.
     fn replayable(&self) -> bool {
-        self.clients() <= MAX_GRAPH_CLIENTS && self.model.replayable() && self.stopping.is_none()
+        self.clients() <= MAX_GRAPH_CLIENTS && self.model.replayable()
     }
 
     /// Whether a step's loss is plain cross-entropy (no MOON, distillation, usage or
@@ -1000,6 +1005,7 @@ impl SgdCohort {
         inputs.extend(self.usage.as_mut().map(UsageLoss::targets_mut));
         inputs.extend(self.quantizer.iter_mut().flat_map(Quantizer::tensors_mut));
         inputs.extend(self.platon.iter_mut().flat_map(Platon::tensors_mut));
+        inputs.extend(self.stopping.iter_mut().flat_map(EarlyStopping::tensors_mut));
         inputs.extend(self.schedule.tables_mut());
         inputs.extend(self.rates.tables_mut());
         inputs.extend(self.noise.device_tensors_mut());
@@ -1110,8 +1116,9 @@ impl SgdCohort {
                 .prune(t, k, &ratios, self.model.structure(), &self.names, &mut self.params)
                 .expect("the budget's tensors were found when the cohort started");
         }
+        let epoch_end = self.stopping.as_ref().filter(|s| s.ends[t]).map(|s| self.at(t).row(&s.epoch_end));
         if let Some(stop) = &mut self.stopping {
-            stop.after_step(t, k, &batch_loss);
+            stop.after_step(k, &batch_loss, epoch_end.as_ref());
         }
         if let Some(index) = &mut self.device_step {
             let _ = index.g_add_scalar_(1);
@@ -1383,19 +1390,31 @@ impl EarlyStopping {
         }
     }
 
-    /// Counts step `t`'s batch losses of the first `k` clients and, where a client's epoch
-    /// ends, compares its mean with the best so far; a client that has not improved for
-    /// `patience` epochs stops.
-    fn after_step(&mut self, t: usize, k: i64, batch_loss: &Tensor) {
+    /// The tensors a step reads or moves: the epoch losses, the best means, the epochs without
+    /// improvement, the active flags, the steps run and the epoch ends.
+    fn tensors_mut(&mut self) -> impl Iterator<Item = &mut Tensor> {
+        [
+            &mut self.epoch_loss,
+            &mut self.best,
+            &mut self.bad_epochs,
+            &mut self.active,
+            &mut self.steps_run,
+            &mut self.epoch_end,
+        ]
+        .into_iter()
+    }
+
+    /// Counts a step's batch losses of the first `k` clients and, at a step where some
+    /// client's epoch ends (`epoch_end`, the step's row of the epoch ends), compares its mean
+    /// with the best so far; a client that has not improved for `patience` epochs stops.
+    fn after_step(&mut self, k: i64, batch_loss: &Tensor, epoch_end: Option<&Tensor>) {
         let active = self.active.narrow(0, 0, k);
         let mut steps_run = self.steps_run.narrow(0, 0, k);
         steps_run += &active;
         let mut epoch_loss = self.epoch_loss.narrow(0, 0, k);
         epoch_loss += batch_loss;
-        if !self.ends[t] {
-            return;
-        }
-        let inv_batches = self.epoch_end.get(t as i64).narrow(0, 0, k);
+        let Some(epoch_end) = epoch_end else { return };
+        let inv_batches = epoch_end.narrow(0, 0, k);
         let ends = inv_batches.gt(0.0);
         let mean = &epoch_loss * &inv_batches;
         let mut best = self.best.narrow(0, 0, k);
@@ -1676,7 +1695,7 @@ mod tests {
             let total = cohort.schedule.total_steps();
             let padded = (1..total).filter(|&t| cohort.schedule.padded(t)).count();
             assert!(padded > 0, "the jobs' schedule has padded steps after step 0");
-            (1..total).filter(|&t| cohort.shape(t).2).count()
+            (1..total).filter(|&t| cohort.shape(t).padded).count()
         };
         assert_eq!(padded_shapes(false), 0);
         assert!(padded_shapes(true) > 0);

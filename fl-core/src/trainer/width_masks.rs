@@ -33,7 +33,7 @@ use crate::structure::Structure;
 use crate::trainer::TrainJob;
 use crate::trainer::augment::AugmentConfig;
 use crate::trainer::aux_adam::{adam_rows, adam_scales};
-use crate::trainer::captured_steps::CapturedSteps;
+use crate::trainer::captured_steps::{CapturedSteps, StepShape};
 use crate::trainer::schedule::{BatchSchedule, StepAt};
 use crate::trainer::sgd::cross_entropy;
 
@@ -245,8 +245,8 @@ impl WidthMasks {
         self.step(schedule, at(0), cohort, noise)?;
         noise.count_on_device(total as u64 - 1);
         let shape = |t: usize| {
-            let (k, b) = schedule.shape(t);
-            (k, b, schedule.padded(t), false)
+            let (clients, batch) = schedule.shape(t);
+            StepShape { clients, batch, padded: schedule.padded(t), prunes: false, epoch_ends: false }
         };
         let mut steps = CapturedSteps::new((1..total).map(shape), counter.device().is_cuda(), BTreeMap::new());
         for t in 1..total {
