@@ -9,8 +9,9 @@
 # then on the GPU machine, from the repository root with gpu-bundle carried along:
 #   gpu-bundle/run.sh
 # which runs gpu_checks.sh (first the experiment $CELL, a path from the repository root,
-# default gpu-bundle/kdd23-cell-40.toml, with CUDA graphs, with kept graphs and without; the
-# quickstart on CUDA and CPU; the column as one pack for $PACK_SECONDS, default 110; last,
+# default gpu-bundle/kdd23-cell-40.toml, with CUDA graphs, with kept graphs and without, and with
+# kept graphs evaluated once; the
+# quickstart on CUDA and CPU; the column as one pack for $PACK_SECONDS, default 90; last,
 # FedDyn, MOON, ASO-Fed, augmentation and the smoke-scale Co-S²P, AdaViT, Q-ViT, PLATON and
 # FedASMU runs in gpu-bundle/checks, with graphs and without), the end-to-end bench (CPU, then CUDA), then the
 # cell for 20 rounds on every CPU core, one thread a job and then 4 ([run] threads_per_job),
@@ -87,7 +88,7 @@ export LD_LIBRARY_PATH="$torch/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export LIBTORCH="$torch" FL_DATA_DIR="$PWD/$b/data" FL_BENCH_DIR="$PWD/fl-bench"
 gunzip -kf "$b"/data/mnist/*.gz
 { nvidia-smi -L; python3 -c 'import torch; print("torch", torch.__version__)'; nproc; } > "$out/machine.txt" 2>&1
-timeout 290 fl-bench/scripts/gpu_checks.sh "$PWD/$b/fl" "$PWD/$b/pack" "${PACK_SECONDS:-110}" \
+timeout 290 fl-bench/scripts/gpu_checks.sh "$PWD/$b/fl" "$PWD/$b/pack" "${PACK_SECONDS:-90}" \
     "$PWD/${CELL:-$b/kdd23-cell-40.toml}" "$PWD/$b"/checks/*.toml > "$out/gpu_checks.txt" 2>&1
 echo "gpu_checks.sh: exit status $?" >> "$out/gpu_checks.txt"
 timeout 220 "$b/end_to_end" --bench > "$out/bench.txt" 2>&1
