@@ -4,6 +4,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 use fl_core::tch::{Cuda, Device};
+use fl_core::trainer::cuda_graph;
 use fl_core::{Experiment, RunOptions, Simulation};
 use serde_json::json;
 
@@ -86,8 +87,12 @@ pub(super) fn simulate(
         summary
     };
     run_dir.finish(&summary)?;
+    let graphs = match cuda_graph::counts() {
+        (0, _) => String::new(),
+        (captured, replays) => format!(", CUDA graphs: {captured} captured, {replays} replays"),
+    };
     Ok(format!(
-        "final accuracy {:.4} (best {:.4}) after {} aggregations, {:.1} virtual s, {:.1} wall s\nresults: {}",
+        "final accuracy {:.4} (best {:.4}) after {} aggregations, {:.1} virtual s, {:.1} wall s{graphs}\nresults: {}",
         summary.final_accuracy,
         summary.best_accuracy,
         summary.aggregations,

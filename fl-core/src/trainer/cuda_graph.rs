@@ -13,11 +13,23 @@
 //! index, the noise counter) and writes its results in place: a replay repeats the recorded
 //! kernels on the same addresses, and host values baked in at capture would repeat too.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use crate::error::{Error, Result};
 
 /// Whether this build can capture CUDA graphs.
 pub fn available() -> bool {
     cfg!(fl_cuda_graphs)
+}
+
+/// Graphs captured, and replays launched, in this process: a run's report gives them, which
+/// shows how well its steps reuse their graphs. Nothing else reads them.
+static CAPTURED: AtomicU64 = AtomicU64::new(0);
+static REPLAYED: AtomicU64 = AtomicU64::new(0);
+
+/// Graphs captured and replays launched in this process so far.
+pub fn counts() -> (u64, u64) {
+    (CAPTURED.load(Ordering::Relaxed), REPLAYED.load(Ordering::Relaxed))
 }
 
 #[cfg(fl_cuda_graphs)]
@@ -125,6 +137,7 @@ mod imp {
             let left = check(unsafe { ffi::fl_stream_leave(self.raw) }, "leaving the capture stream");
             let graph = captured.map_err(shim_error)?;
             left.map_err(shim_error)?;
+            super::CAPTURED.fetch_add(1, super::Ordering::Relaxed);
             Ok(graph)
         }
     }
@@ -139,6 +152,7 @@ mod imp {
     impl Graph {
         /// Launches the captured kernels once on the current stream.
         pub fn replay(&self) -> Result<()> {
+            super::REPLAYED.fetch_add(1, super::Ordering::Relaxed);
             // SAFETY: `self.raw` is a captured graph.
             check(unsafe { ffi::fl_graph_replay(self.raw) }, "replaying a graph").map_err(shim_error)
         }
