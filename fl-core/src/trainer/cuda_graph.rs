@@ -98,7 +98,7 @@ pub struct Graph {
 }
 
 fn shim_error(message: String) -> Error {
-    Error::component("cuda-graph", message)
+    Error::component("cuda-graph", format!("{message} ([trainer] cuda_graphs = false runs the steps eagerly)"))
 }
 
 #[cfg(fl_cuda_graphs)]
