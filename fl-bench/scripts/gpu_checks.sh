@@ -13,8 +13,8 @@
 # graphs, with graphs kept across cohorts ([trainer] keep_graphs = true) and without graphs
 # ([trainer] cuda_graphs = false), prints the three and whether the first two's metrics are
 # byte-identical with the eager run's. Last, FedDyn, MOON, ASO-Fed and augmentation (on 2
-# rounds of FedAvg) and each CHECK_TOML (an experiment with a [trainer] section), each with and
-# without graphs, and whether their metrics are identical. The end-to-end ratios are `cargo
+# rounds of FedAvg) and each CHECK_TOML (an experiment with a [trainer] section), each eager,
+# with graphs and with kept graphs, and whether their metrics are identical. The end-to-end ratios are `cargo
 # xtask bench` (or its end_to_end binary with FL_BENCH_DIR set).
 set -u
 fl=$1 dir=$2 seconds=${3:-320} cell=${4:-}
@@ -54,28 +54,44 @@ for run in "$dir"/*/; do echo "$(( $(wc -l < "$run/metrics.csv") - 2 ))"; done |
     awk '{print "  " $1 " run(s) at " $2 " round(s)"}'
 echo "GPU utilisation and memory every 10 s: $(tr '\n' ';' < "$dir/gpu-utilisation.txt")"
 # The options whose steps are captured since 2026-11-29, each on benchmark (a)'s FedAvg cut to
-# 2 rounds (the second starts from the state the first left), and the experiments given after
-# CELL_TOML: each with graphs and eager; where the two differ, eager again, which tells a
-# capture's error from kernels that vary run to run. Last, so that the time limit cuts these
-# and not the figures above.
+# 2 rounds (the second starts from the state the first left, and replays the graphs the first
+# kept where keep_graphs is on), and the experiments given after CELL_TOML: each eager, with
+# graphs, and with kept graphs ([trainer] keep_graphs = true, where the options keep them),
+# and whether each graph run's metrics are the eager run's; where one differs, eager again,
+# which tells a capture's error from kernels that vary run to run. Last, so that the time
+# limit cuts these and not the figures above.
 checks=$(mktemp -d)
 for opt in "dyn_alpha = 0.01" "moon_mu = 1.0" "aso_beta = 0.5" "augment = { translate = 2, flip = true }"; do
     sed -e 's/^rounds = 10$/rounds = 2/' -e "/^\[trainer\]/a $opt" fl-bench/experiments/fedavg-mnist-iid.toml \
         > "$checks/${opt%% *}.toml"
 done
+# Runs `$1` with `$2` added to its [trainer] section; prints the run's directory.
+run_with() {
+    local config out
+    config=$(mktemp --suffix=.toml) out=$(mktemp -d)
+    sed "/^\[trainer\]/a $2" "$1" > "$config"
+    "$fl" run "$config" --out "$out" --device cuda --workers 1 --quiet > /dev/null
+    echo "$out"
+}
 for toml in "$checks"/*.toml "${@:5}"; do
-    outs=()
-    for graphs in true false false; do
-        config=$(mktemp --suffix=.toml) out=$(mktemp -d)
-        sed "/^\[trainer\]/a cuda_graphs = $graphs" "$toml" > "$config"
-        "$fl" run "$config" --out "$out" --device cuda --workers 1 --quiet > /dev/null
-        outs+=("$out")
-        [ ${#outs[@]} = 2 ] && cmp -s "${outs[0]}/metrics.csv" "${outs[1]}/metrics.csv" && break
+    eager=$(run_with "$toml" "cuda_graphs = false")
+    line="$(basename "$toml"): metrics against eager:"
+    differs=no
+    for how in "graphs" "kept graphs"; do
+        extra="cuda_graphs = true"
+        [ "$how" = "kept graphs" ] && extra="keep_graphs = true"
+        out=$(run_with "$toml" "$extra")
+        if cmp -s "$out/metrics.csv" "$eager/metrics.csv"; then
+            line="$line $how identical;"
+        else
+            line="$line $how DIFFERENT;"
+            differs=yes
+        fi
     done
-    if [ ${#outs[@]} = 2 ]; then
-        echo "$(basename "$toml"): metrics with graphs and eager identical"
-    else
-        cmp -s "${outs[1]}/metrics.csv" "${outs[2]}/metrics.csv" && again=identical || again=DIFFERENT
-        echo "$(basename "$toml"): metrics with graphs and eager DIFFERENT (eager twice: $again)"
+    if [ $differs = yes ]; then
+        again=$(run_with "$toml" "cuda_graphs = false")
+        cmp -s "$again/metrics.csv" "$eager/metrics.csv" && line="$line eager twice identical" ||
+            line="$line eager twice DIFFERENT"
     fi
+    echo "$line"
 done
