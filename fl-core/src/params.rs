@@ -3,6 +3,13 @@
 //! The global model, a client's copy, an update (delta) and an aggregator's memory are all
 //! ParamSets. Arithmetic returns new tensors: a global model version is never mutated in
 //! place, so snapshots handed to in-flight jobs can share storage with it (`shallow_clone`).
+//!
+//! The elementwise arithmetic (`sub`, `add`, `add_scaled`, `scale`) of a set of many tensors
+//! runs as one operation on each set's concatenation, and its result's tensors are views of
+//! one buffer, which the next such operation reads as is: a few kernels an update instead of
+//! one per tensor, which on a GPU is what the engine's thread spends its time launching (a
+//! ViT's update has about 180 tensors). The numbers are those of the operations tensor by
+//! tensor: each element is computed by the same correctly rounded operations.
 
 use tch::{Device, Kind, Tensor};
 
@@ -13,7 +20,14 @@ use crate::error::{Result, ShapeError};
 pub struct ParamSet {
     names: Vec<String>,
     tensors: Vec<Tensor>,
+    /// The one contiguous 1-D buffer whose consecutive parts `tensors` are views of, where an
+    /// elementwise operation made the set.
+    flat: Option<Tensor>,
 }
+
+/// Tensors from which a set's elementwise arithmetic runs on its concatenation: below, the
+/// concatenation's copy costs more than the launches it saves.
+const FLAT_FROM: usize = 8;
 
 impl ParamSet {
     /// A set of `tensors` named `names`, in that order; fails if the counts differ.
@@ -21,7 +35,7 @@ impl ParamSet {
         if names.len() != tensors.len() {
             return Err(ShapeError::NameCount { names: names.len(), tensors: tensors.len() }.into());
         }
-        Ok(ParamSet { names, tensors })
+        Ok(ParamSet { names, tensors, flat: None })
     }
 
     /// Number of tensors.
@@ -71,7 +85,7 @@ impl ParamSet {
 
     /// A new handle on the same storage (cheap; safe because versions are immutable).
     pub fn shallow_clone(&self) -> Self {
-        self.map(Tensor::shallow_clone)
+        ParamSet { flat: self.flat.as_ref().map(Tensor::shallow_clone), ..self.map(Tensor::shallow_clone) }
     }
 
     /// An independent copy, detached from any autograd graph.
@@ -119,34 +133,72 @@ impl ParamSet {
 
     /// Applies `f` to each tensor, keeping the names.
     pub fn map(&self, f: impl FnMut(&Tensor) -> Tensor) -> Self {
-        ParamSet { names: self.names.clone(), tensors: self.tensors.iter().map(f).collect() }
+        ParamSet { names: self.names.clone(), tensors: self.tensors.iter().map(f).collect(), flat: None }
     }
 
     /// Applies `f` to matching tensors of `self` and `other`; the names must agree.
     pub fn zip_map(&self, other: &ParamSet, mut f: impl FnMut(&Tensor, &Tensor) -> Tensor) -> Self {
         assert_eq!(self.names, other.names, "ParamSet::zip_map: parameter names differ");
         let tensors = self.tensors.iter().zip(&other.tensors).map(|(a, b)| f(a, b)).collect();
-        ParamSet { names: self.names.clone(), tensors }
+        ParamSet { names: self.names.clone(), tensors, flat: None }
+    }
+
+    /// The set's tensors as one contiguous 1-D tensor, where its elementwise arithmetic runs
+    /// so: its buffer, or else the concatenation of at least [`FLAT_FROM`] tensors of one
+    /// floating-point kind on one device.
+    fn flattened(&self) -> Option<Tensor> {
+        if let Some(flat) = &self.flat {
+            return Some(flat.shallow_clone());
+        }
+        let first = self.tensors.first()?;
+        let (kind, device) = (first.kind(), first.device());
+        let uniform = self.tensors.iter().all(|t| t.kind() == kind && t.device() == device);
+        if self.tensors.len() < FLAT_FROM || !uniform || !first.is_floating_point() {
+            return None;
+        }
+        let parts: Vec<Tensor> = self.tensors.iter().map(|t| t.reshape([-1])).collect();
+        Some(Tensor::cat(&parts, 0))
+    }
+
+    /// A set named and shaped as this one whose tensors are consecutive views of `flat`.
+    fn with_flat(&self, flat: Tensor) -> Self {
+        let sizes: Vec<i64> = self.tensors.iter().map(|t| t.numel() as i64).collect();
+        let parts = flat.split_with_sizes(sizes.as_slice(), 0);
+        let tensors = parts.iter().zip(&self.tensors).map(|(part, t)| part.view(t.size().as_slice())).collect();
+        ParamSet { names: self.names.clone(), tensors, flat: Some(flat) }
+    }
+
+    /// Elementwise `f` of matching tensors of `self` and `other` (names must agree): on both
+    /// sets' concatenations where both have one of one kind, else tensor by tensor.
+    fn zip_elementwise(&self, other: &ParamSet, f: impl Fn(&Tensor, &Tensor) -> Tensor) -> Self {
+        assert_eq!(self.names, other.names, "ParamSet: parameter names differ");
+        match (self.flattened(), other.flattened()) {
+            (Some(a), Some(b)) if a.kind() == b.kind() => self.with_flat(f(&a, &b)),
+            _ => self.zip_map(other, f),
+        }
     }
 
     /// `self - other`.
     pub fn sub(&self, other: &ParamSet) -> Self {
-        self.zip_map(other, |a, b| a - b)
+        self.zip_elementwise(other, |a, b| a - b)
     }
 
     /// `self + other`.
     pub fn add(&self, other: &ParamSet) -> Self {
-        self.zip_map(other, |a, b| a + b)
+        self.zip_elementwise(other, |a, b| a + b)
     }
 
     /// `self + alpha * other`.
     pub fn add_scaled(&self, other: &ParamSet, alpha: f64) -> Self {
-        self.zip_map(other, |a, b| a + b * alpha)
+        self.zip_elementwise(other, |a, b| a + b * alpha)
     }
 
     /// `alpha * self`.
     pub fn scale(&self, alpha: f64) -> Self {
-        self.map(|t| t * alpha)
+        match self.flattened() {
+            Some(flat) => self.with_flat(flat * alpha),
+            None => self.map(|t| t * alpha),
+        }
     }
 
     /// `(1 - alpha) * self + alpha * other`.
@@ -192,6 +244,51 @@ mod tests {
         assert_eq!(values(&a.lerp(&b, 0.25)), vec![vec![0.875, 1.25], vec![2.5]]);
         assert_eq!(a.norm_sq().double_value(&[]), 14.0);
         assert_eq!(a.numel(), 3);
+    }
+
+    /// A set of 10 tensors of assorted shapes (a scalar, an empty one, a transposed matrix)
+    /// with values from `seed`.
+    fn many(seed: u64) -> ParamSet {
+        let shapes: [&[i64]; 10] = [&[3, 4], &[4], &[], &[2, 3, 2], &[0], &[5], &[1, 1], &[7, 2], &[3], &[2, 2]];
+        let tensors = shapes
+            .iter()
+            .enumerate()
+            .map(|(i, shape)| {
+                let t = crate::rng::TensorNoise::new(seed + i as u64).uniform(shape, Device::Cpu) * 4.0 - 2.0;
+                if i == 7 { t.reshape([2, 7]).transpose(0, 1) } else { t }
+            })
+            .collect();
+        ParamSet::new((0..10).map(|i| format!("p{i}")).collect(), tensors).unwrap()
+    }
+
+    #[test]
+    fn arithmetic_on_concatenations_gives_the_tensor_by_tensor_numbers() {
+        let (a, b, c) = (many(1), many(20), many(40));
+        let by_tensor = |x: &ParamSet| x.map(Tensor::shallow_clone);
+        // The same chain as an aggregation: Δ = a − b, Σ = 0.3 Δ + 0.7 c, then b + Σ.
+        let flat = b.add(&a.sub(&b).scale(0.3).add_scaled(&c, 0.7));
+        let each = by_tensor(&b).zip_map(
+            &by_tensor(&a).zip_map(&b, |x, y| x - y).map(|t| t * 0.3).zip_map(&c, |x, y| x + y * 0.7),
+            |x, y| x + y,
+        );
+        assert!(flat.flat.is_some(), "a set of 10 tensors runs on its concatenation");
+        assert_eq!(flat.shapes(), a.shapes());
+        for ((name, x), y) in flat.iter().zip(each.tensors()) {
+            assert!(x.equal(y), "`{name}` differs");
+        }
+        // Its tensors are consecutive views of the buffer, which the next operation reads.
+        let buffer = flat.flat.as_ref().unwrap().data_ptr() as usize;
+        assert_eq!(flat.tensors()[0].data_ptr() as usize, buffer);
+        assert_eq!(flat.tensors()[1].data_ptr() as usize, buffer + 12 * 4, "after the 3x4 matrix");
+        assert!(flat.shallow_clone().flat.is_some(), "a shallow clone keeps the buffer");
+        // A few tensors, or an integer one among them, go tensor by tensor.
+        assert!(set(&[&[1.0], &[2.0]]).scale(2.0).flat.is_none());
+        let mut tensors = a.shallow_clone().into_tensors();
+        tensors[4] = Tensor::from_slice(&[3i64]);
+        let mixed = ParamSet::new(a.names().to_vec(), tensors).unwrap();
+        let doubled = mixed.add(&mixed);
+        assert!(doubled.flat.is_none());
+        assert_eq!(Vec::<i64>::try_from(&doubled.tensors()[4]).unwrap(), [6]);
     }
 
     #[test]
