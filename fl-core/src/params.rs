@@ -143,21 +143,26 @@ impl ParamSet {
         ParamSet { names: self.names.clone(), tensors, flat: None }
     }
 
-    /// The set's tensors as one contiguous 1-D tensor, where its elementwise arithmetic runs
-    /// so: its buffer, or else the concatenation of at least [`FLAT_FROM`] tensors of one
+    /// The kind of the set's elements where its elementwise arithmetic runs on one contiguous
+    /// 1-D tensor: where it has its buffer, or else at least [`FLAT_FROM`] tensors of one
     /// floating-point kind on one device.
-    fn flattened(&self) -> Option<Tensor> {
+    fn flat_kind(&self) -> Option<Kind> {
         if let Some(flat) = &self.flat {
-            return Some(flat.shallow_clone());
+            return Some(flat.kind());
         }
         let first = self.tensors.first()?;
         let (kind, device) = (first.kind(), first.device());
         let uniform = self.tensors.iter().all(|t| t.kind() == kind && t.device() == device);
-        if self.tensors.len() < FLAT_FROM || !uniform || !first.is_floating_point() {
-            return None;
+        (self.tensors.len() >= FLAT_FROM && uniform && first.is_floating_point()).then_some(kind)
+    }
+
+    /// The set's tensors as one contiguous 1-D tensor (where [`ParamSet::flat_kind`] says so):
+    /// its buffer, or their concatenation.
+    fn flattened(&self) -> Tensor {
+        match &self.flat {
+            Some(flat) => flat.shallow_clone(),
+            None => Tensor::cat(&self.tensors.iter().map(|t| t.reshape([-1])).collect::<Vec<_>>(), 0),
         }
-        let parts: Vec<Tensor> = self.tensors.iter().map(|t| t.reshape([-1])).collect();
-        Some(Tensor::cat(&parts, 0))
     }
 
     /// A set named and shaped as this one whose tensors are consecutive views of `flat`.
@@ -169,13 +174,14 @@ impl ParamSet {
     }
 
     /// Elementwise `f` of matching tensors of `self` and `other` (names must agree): on both
-    /// sets' concatenations where both have one of one kind, else tensor by tensor.
+    /// sets' concatenations where both have one, of one kind and the same shapes, else tensor
+    /// by tensor.
     fn zip_elementwise(&self, other: &ParamSet, f: impl Fn(&Tensor, &Tensor) -> Tensor) -> Self {
         assert_eq!(self.names, other.names, "ParamSet: parameter names differ");
-        match (self.flattened(), other.flattened()) {
-            (Some(a), Some(b)) if a.kind() == b.kind() => self.with_flat(f(&a, &b)),
-            _ => self.zip_map(other, f),
+        if self.flat_kind().is_some_and(|kind| other.flat_kind() == Some(kind)) && self.shapes() == other.shapes() {
+            return self.with_flat(f(&self.flattened(), &other.flattened()));
         }
+        self.zip_map(other, f)
     }
 
     /// `self - other`.
@@ -195,8 +201,8 @@ impl ParamSet {
 
     /// `alpha * self`.
     pub fn scale(&self, alpha: f64) -> Self {
-        match self.flattened() {
-            Some(flat) => self.with_flat(flat * alpha),
+        match self.flat_kind() {
+            Some(_) => self.with_flat(self.flattened() * alpha),
             None => self.map(|t| t * alpha),
         }
     }
