@@ -237,21 +237,17 @@ impl Platon {
         moments.chain(&mut self.masks).chain([&mut self.ratio_table, self.weights.tensor_mut()])
     }
 
-    /// After step `t`'s update: re-selects the first `k` clients' kept units at `r(t)`, their
-    /// `ratios` (this step's row of [`Platon::ratio_table`]), and zeroes the others in
-    /// `params` (nothing while every ratio is 1).
+    /// After the update of a step that prunes ([`Platon::prunes`]): re-selects the first `k`
+    /// clients' kept units at `r(t)`, their `ratios` (the step's row of
+    /// [`Platon::ratio_table`]), and zeroes the others in `params`.
     pub(crate) fn prune(
         &mut self,
-        t: usize,
         k: i64,
         ratios: &Tensor,
         structure: &Structure,
         names: &[String],
         params: &mut [Tensor],
     ) -> Result<()> {
-        if !self.prunes(t, k) {
-            return Ok(());
-        }
         let kept = finalize_global_weighted(&self.unit_scores(k), &self.weights, &ratios.narrow(0, 0, k));
         let factors = tensor_factors(structure, names, &self.groups, &kept)?;
         tch::no_grad(|| {
@@ -332,12 +328,10 @@ mod tests {
         // Step 0 of 2 keeps everything; the last step keeps the budget, 0.5 of 9 parameters
         // (3 per neuron): the best neuron (2) is forced, then neuron 0 (ties to the lower
         // index) would make 6 > 4.5: only neuron 2 stays.
-        let ratios = |t| platon.ratio_table().get(t);
-        let (first, last) = (ratios(0), ratios(1));
         assert!(!platon.prunes(0, 1) && platon.prunes(1, 1));
-        platon.prune(0, 1, &first, &structure, &names, &mut params).unwrap();
         assert_eq!(platon.kept_units(0, &structure), [Some(vec![0, 1, 2])]);
-        platon.prune(1, 1, &last, &structure, &names, &mut params).unwrap();
+        let last = platon.ratio_table().get(1);
+        platon.prune(1, &last, &structure, &names, &mut params).unwrap();
         assert_eq!(platon.kept_units(0, &structure), [Some(vec![2])]);
         let w = Vec::<f32>::try_from(params[0].reshape([-1])).unwrap();
         assert_eq!(w, [0.0, 0.0, 0.0, 0.0, 3.0, 0.0]);

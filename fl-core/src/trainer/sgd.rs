@@ -1110,10 +1110,10 @@ impl SgdCohort {
             platon.observe(&self.params, &grads, k);
         }
         tch::no_grad(|| self.update(t, k, grads));
-        let ratios = self.platon.as_ref().map(|p| self.at(t).row(p.ratio_table()));
+        let ratios = self.platon.as_ref().filter(|p| p.prunes(t, k)).map(|p| self.at(t).row(p.ratio_table()));
         if let (Some(platon), Some(ratios)) = (&mut self.platon, ratios) {
             platon
-                .prune(t, k, &ratios, self.model.structure(), &self.names, &mut self.params)
+                .prune(k, &ratios, self.model.structure(), &self.names, &mut self.params)
                 .expect("the budget's tensors were found when the cohort started");
         }
         let epoch_end = self.stopping.as_ref().filter(|s| s.ends[t]).map(|s| self.at(t).row(&s.epoch_end));
